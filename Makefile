@@ -1,0 +1,38 @@
+# spanperf: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO      ?= go
+BIN     := bin/spanperf
+REV     := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/spanperf/spanperf/internal/version.Revision=$(REV)
+
+.PHONY: all deps build demo test fuzz bench clean
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/spanperf
+
+## demo: run examples/quick.yaml on a local two-site testbed and print the summary
+demo: build
+	$(BIN) run -f examples/quick.yaml
+
+## test: every test, against real namespaces and links (needs root)
+test: build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 9m ./...
+
+## fuzz: a longer run of the scenario parser's fuzzer
+fuzz: deps
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/scenario/
+
+## bench: built-in generators against iperf3 and sockperf, side by side
+bench: build
+	@scripts/deps.sh bench
+	bench/generators.sh
+
+clean:
+	rm -rf bin
+	-$(BIN) clean

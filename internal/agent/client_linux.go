@@ -1,0 +1,351 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// ClientSpec says what one client run does.
+type ClientSpec struct {
+	// Mode is "stream", "rr" or "crr".
+	Mode string
+	// Target is the server's address as reachable from the client's site.
+	Target netip.AddrPort
+	// Duration is the measured time, after Warmup.
+	Duration, Warmup time.Duration
+	// Interval is the width of each series bucket; 0 means 1s.
+	Interval time.Duration
+	// MessageSize is the size of each write (stream).
+	MessageSize int
+	// Streams is the number of parallel connections (stream).
+	Streams int
+	// RequestSize and ResponseSize are the transaction sizes (rr, crr).
+	RequestSize, ResponseSize int
+	// Concurrency is the number of connections (rr) or of parallel
+	// connect–request–response–close loops (crr).
+	Concurrency int
+}
+
+// Validate reports a spec a client cannot run.
+func (s ClientSpec) Validate() error {
+	switch {
+	case s.Mode != "stream" && s.Mode != "rr" && s.Mode != "crr":
+		return fmt.Errorf("agent: unknown mode %q", s.Mode)
+	case !s.Target.IsValid():
+		return errors.New("agent: no target")
+	case s.Duration <= 0:
+		return errors.New("agent: duration must be positive")
+	case s.Mode == "stream" && (s.MessageSize < 1 || s.Streams < 1):
+		return errors.New("agent: stream needs message size and streams ≥ 1")
+	case s.Mode != "stream" && (s.RequestSize < 1 || s.ResponseSize < 1 || s.Concurrency < 1):
+		return errors.New("agent: rr/crr need request size, response size and concurrency ≥ 1")
+	}
+	return nil
+}
+
+// phases of a client run.
+const (
+	phaseWarmup int32 = iota
+	phaseMeasure
+	phaseStop
+)
+
+// clock runs the warmup, the measured window and the per-interval sampling,
+// calling sample at the start of the window, at every interval and at the end.
+type clock struct {
+	phase atomic.Int32
+}
+
+// run drives the phases. sample(i) is called with i = -1 at the window's
+// start, then 0, 1, ... at each interval's end; the last call ends the window.
+// It returns the measured window's length.
+func (c *clock) run(spec ClientSpec, sample func(i int)) time.Duration {
+	interval := spec.Interval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	time.Sleep(spec.Warmup)
+	start := time.Now()
+	sample(-1)
+	c.phase.Store(phaseMeasure)
+	n := int((spec.Duration + interval - 1) / interval)
+	for i := 0; i < n; i++ {
+		next := start.Add(min(time.Duration(i+1)*interval, spec.Duration))
+		time.Sleep(time.Until(next))
+		if i == n-1 {
+			c.phase.Store(phaseStop)
+		}
+		sample(i)
+	}
+	return time.Since(start)
+}
+
+// RunClient runs one client and returns its result.
+func RunClient(spec ClientSpec) (*Result, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	switch spec.Mode {
+	case "stream":
+		return runStream(spec)
+	default:
+		return runRR(spec)
+	}
+}
+
+func cpuSeconds() float64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func runStream(spec ClientSpec) (*Result, error) {
+	conns := make([]*rawConn, 0, spec.Streams)
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+	hdr := encodeHeader(ModeStream, 0, 0)
+	for i := 0; i < spec.Streams; i++ {
+		c, err := dial(spec.Target, ioTimeout, false)
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, c)
+		if err := c.writeFull(hdr); err != nil {
+			return nil, fmt.Errorf("stream header: %w", err)
+		}
+	}
+	var ck clock
+	var wg sync.WaitGroup
+	errs := make([]error, len(conns))
+	buf := make([]byte, spec.MessageSize)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ck.phase.Load() != phaseStop {
+				if err := c.writeFull(buf); err != nil {
+					if ck.phase.Load() != phaseStop {
+						errs[i] = fmt.Errorf("stream %d: write: %w", i, err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	// Throughput counts bytes the receiver acknowledged (tcpi_bytes_acked),
+	// so data still queued in the sender's buffers is never counted.
+	acked := func() (bytes, retrans uint64) {
+		for _, c := range conns {
+			if ti, err := c.tcpInfo(); err == nil {
+				bytes += ti.Bytes_acked
+				retrans += uint64(ti.Total_retrans)
+			}
+		}
+		return
+	}
+	var series []float64
+	var b0, r0, prevB uint64
+	var cpu0 float64
+	prevT := time.Now()
+	var b1, r1 uint64
+	var cpu1 float64
+	elapsed := ck.run(spec, func(i int) {
+		b, r := acked()
+		now := time.Now()
+		if i < 0 {
+			b0, r0, cpu0 = b, r, cpuSeconds()
+		} else {
+			series = append(series, float64(b-prevB)*8/now.Sub(prevT).Seconds())
+			b1, r1, cpu1 = b, r, cpuSeconds()
+		}
+		prevB, prevT = b, now
+	})
+	for _, c := range conns {
+		c.shutdownWrite()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Result{
+		Metrics: map[string]float64{
+			results.ThroughputBPS: float64(b1-b0) * 8 / elapsed.Seconds(),
+			results.Retransmits:   float64(r1 - r0),
+			"cpu_seconds_client":  cpu1 - cpu0,
+			"bytes":               float64(b1 - b0),
+			"duration_s":          elapsed.Seconds(),
+		},
+		Series: map[string]results.Series{results.ThroughputBPS: {Interval: interval(spec), Values: series}},
+	}, nil
+}
+
+func interval(spec ClientSpec) float64 {
+	if spec.Interval <= 0 {
+		return 1
+	}
+	return spec.Interval.Seconds()
+}
+
+// paddedCounter keeps each worker's count on its own cache line.
+type paddedCounter struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(60*time.Second), 3) }
+
+// runRR runs rr (persistent connections) and crr (a new connection per transaction).
+func runRR(spec ClientSpec) (*Result, error) {
+	crr := spec.Mode == "crr"
+	hdr := encodeHeader(ModeRR, uint32(spec.RequestSize), uint32(spec.ResponseSize))
+	var conns []*rawConn
+	defer func() {
+		for _, c := range conns {
+			c.close()
+		}
+	}()
+	if !crr {
+		for i := 0; i < spec.Concurrency; i++ {
+			c, err := dial(spec.Target, ioTimeout, true)
+			if err != nil {
+				return nil, err
+			}
+			conns = append(conns, c)
+			if err := c.writeFull(hdr); err != nil {
+				return nil, fmt.Errorf("rr header: %w", err)
+			}
+		}
+	}
+	var ck clock
+	counters := make([]paddedCounter, spec.Concurrency)
+	hists := make([]*hdrhistogram.Histogram, spec.Concurrency)
+	errs := make([]error, spec.Concurrency)
+	var wg sync.WaitGroup
+	for i := 0; i < spec.Concurrency; i++ {
+		hists[i] = newHist()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := make([]byte, spec.RequestSize)
+			resp := make([]byte, spec.ResponseSize)
+			first := append(append([]byte(nil), hdr...), req...)
+			h, cnt := hists[i], &counters[i].n
+			for {
+				ph := ck.phase.Load()
+				if ph == phaseStop {
+					return
+				}
+				t0 := time.Now()
+				var err error
+				if crr {
+					err = crrOnce(spec.Target, first, resp)
+				} else {
+					c := conns[i]
+					if err = c.writeFull(req); err == nil {
+						err = c.readFull(resp)
+					}
+				}
+				d := time.Since(t0)
+				if err != nil {
+					errs[i] = fmt.Errorf("%s %d: %w", spec.Mode, i, err)
+					ck.phase.Store(phaseStop)
+					return
+				}
+				if ph == phaseMeasure {
+					h.RecordValue(int64(d))
+					cnt.Add(1)
+				}
+			}
+		}()
+	}
+	total := func() (n uint64) {
+		for i := range counters {
+			n += counters[i].n.Load()
+		}
+		return
+	}
+	var series []float64
+	var prev uint64
+	var cpu0, cpu1 float64
+	prevT := time.Now()
+	elapsed := ck.run(spec, func(i int) {
+		n, now := total(), time.Now()
+		if i < 0 {
+			cpu0 = cpuSeconds()
+		} else {
+			series = append(series, float64(n-prev)/now.Sub(prevT).Seconds())
+			cpu1 = cpuSeconds()
+		}
+		prev, prevT = n, now
+	})
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	merged := newHist()
+	for _, h := range hists {
+		merged.Merge(h)
+	}
+	if merged.TotalCount() == 0 {
+		return nil, fmt.Errorf("%s: no transaction completed in %s", spec.Mode, spec.Duration)
+	}
+	rateName := results.TransactionsPerS
+	if crr {
+		rateName = results.ConnectionsPerS
+	}
+	m := latencyMetrics(merged)
+	m[rateName] = float64(merged.TotalCount()) / elapsed.Seconds()
+	m["cpu_seconds_client"] = cpu1 - cpu0
+	m["transactions"] = float64(merged.TotalCount())
+	m["duration_s"] = elapsed.Seconds()
+	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
+	}
+	return &Result{
+		Metrics:   m,
+		Series:    map[string]results.Series{rateName: {Interval: interval(spec), Values: series}},
+		Histogram: string(enc),
+	}, nil
+}
+
+// crrOnce opens a connection, sends the header and one request, reads the
+// response and closes.
+func crrOnce(target netip.AddrPort, first, resp []byte) error {
+	c, err := dial(target, ioTimeout, true)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	if err := c.writeFull(first); err != nil {
+		return err
+	}
+	return c.readFull(resp)
+}
+
+// latencyMetrics turns a histogram in nanoseconds into latency metrics in seconds.
+func latencyMetrics(h *hdrhistogram.Histogram) map[string]float64 {
+	ns := func(v int64) float64 { return float64(v) / 1e9 }
+	return map[string]float64{
+		results.LatencyP50:  ns(h.ValueAtQuantile(50)),
+		results.LatencyP90:  ns(h.ValueAtQuantile(90)),
+		results.LatencyP99:  ns(h.ValueAtQuantile(99)),
+		results.LatencyP999: ns(h.ValueAtQuantile(99.9)),
+		results.LatencyMax:  ns(h.Max()),
+		results.LatencyMean: h.Mean() / 1e9,
+	}
+}

@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+)
+
+// Main runs `spanperf agent SUBCOMMAND ...` and returns the exit status:
+//
+//	serve  [--listen ADDR]      serve every mode (prints a Ready line)
+//	client --mode stream|rr|crr --target ADDR:PORT [options]
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client [flags]")
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		listen := fs.String("listen", ":"+strconv.Itoa(DefaultPort), "address to listen on")
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		if err := Serve(*listen, stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	case "client":
+		var s ClientSpec
+		var target string
+		fs := flag.NewFlagSet("agent client", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&s.Mode, "mode", "", "stream, rr or crr")
+		fs.StringVar(&target, "target", "", "server address ADDR:PORT")
+		fs.DurationVar(&s.Duration, "duration", 0, "measured time")
+		fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
+		fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
+		fs.IntVar(&s.MessageSize, "message-size", 0, "bytes per write (stream)")
+		fs.IntVar(&s.Streams, "streams", 1, "parallel connections (stream)")
+		fs.IntVar(&s.RequestSize, "request-size", 0, "request bytes (rr, crr)")
+		fs.IntVar(&s.ResponseSize, "response-size", 0, "response bytes (rr, crr)")
+		fs.IntVar(&s.Concurrency, "concurrency", 1, "connections (rr) or parallel loops (crr)")
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		var err error
+		if s.Target, err = netip.ParseAddrPort(target); err != nil {
+			fmt.Fprintf(stderr, "agent client: --target: %v\n", err)
+			return 2
+		}
+		res, err := RunClient(s)
+		if err != nil {
+			res = &Result{Error: err.Error()}
+		}
+		json.NewEncoder(stdout).Encode(res)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stderr, "spanperf agent: unknown subcommand %q\n", args[0])
+	return 2
+}

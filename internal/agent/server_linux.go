@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// ioTimeout bounds every blocking read or write, so a vanished peer cannot
+// hang an agent.
+const ioTimeout = 30 * time.Second
+
+// Ready is the line the server prints once it listens.
+type Ready struct {
+	Ready bool   `json:"ready"`
+	Addr  string `json:"addr"`
+}
+
+// Serve listens on addr and serves every mode until the process is stopped.
+func Serve(addr string, stdout io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("agent serve: %w", err)
+	}
+	defer ln.Close()
+	if err := json.NewEncoder(stdout).Encode(Ready{Ready: true, Addr: ln.Addr().String()}); err != nil {
+		return err
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return fmt.Errorf("agent serve: %w", err)
+		}
+		go handle(c.(*net.TCPConn))
+	}
+}
+
+func handle(c *net.TCPConn) {
+	rc, err := blockingFD(c, ioTimeout)
+	if err != nil {
+		c.Close()
+		return
+	}
+	defer rc.close()
+	hdr := make([]byte, headerLen)
+	if rc.readFull(hdr) != nil {
+		return
+	}
+	mode, reqSize, respSize, err := decodeHeader(hdr)
+	if err != nil {
+		return
+	}
+	switch mode {
+	case ModeStream:
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := rc.read(buf)
+			if n <= 0 || err != nil {
+				return
+			}
+		}
+	case ModeRR:
+		req := make([]byte, max(reqSize, 1))[:reqSize]
+		resp := make([]byte, respSize)
+		for {
+			if rc.readFull(req) != nil {
+				return
+			}
+			if rc.writeFull(resp) != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rawConn is a TCP socket in blocking mode driven by direct system calls:
+// one read or write is one syscall, with no poller round trip, as in C tools.
+type rawConn struct {
+	fd   int
+	conn net.Conn // keeps an accepted socket's owner alive; nil for dialed sockets
+}
+
+// blockingFD turns an accepted connection's socket into a blocking rawConn.
+func blockingFD(c *net.TCPConn, timeout time.Duration) (*rawConn, error) {
+	sc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var serr error
+	if err := sc.Control(func(f uintptr) {
+		fd = int(f)
+		serr = setBlocking(fd, timeout)
+	}); err != nil {
+		return nil, err
+	}
+	return &rawConn{fd: fd, conn: c}, serr
+}
+
+func setBlocking(fd int, timeout time.Duration) error {
+	if err := unix.SetNonblock(fd, false); err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	return errors.Join(
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv),
+	)
+}
+
+// dial opens a blocking TCP connection to addr.
+func dial(addr netip.AddrPort, timeout time.Duration, nodelay bool) (*rawConn, error) {
+	fam := unix.AF_INET
+	if addr.Addr().Is6() {
+		fam = unix.AF_INET6
+	}
+	fd, err := unix.Socket(fam, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if err := setBlocking(fd, timeout); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if nodelay {
+		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
+	var sa unix.Sockaddr
+	if fam == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
+	}
+	for {
+		err = unix.Connect(fd, sa)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return &rawConn{fd: fd}, nil
+}
+
+// writeFull writes all of b.
+func (c *rawConn) writeFull(b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// readFull fills b; io.EOF-like errors come back as errEOF.
+func (c *rawConn) readFull(b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Read(c.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errEOF
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// read reads once.
+func (c *rawConn) read(b []byte) (int, error) {
+	for {
+		n, err := unix.Read(c.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
+func (c *rawConn) tcpInfo() (*unix.TCPInfo, error) {
+	return unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+}
+
+func (c *rawConn) shutdownWrite() { unix.Shutdown(c.fd, unix.SHUT_WR) }
+
+func (c *rawConn) close() error {
+	if c.conn != nil {
+		return c.conn.Close()
+	}
+	return unix.Close(c.fd)
+}
+
+var errEOF = errors.New("connection closed by peer")

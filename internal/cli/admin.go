@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/runner"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
+	"github.com/spanperf/spanperf/internal/workload"
+)
+
+func cmdUp(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("f", "", "scenario file (sites, wan, datapath options)")
+	dpName := fs.String("datapath", "", "datapath label or name (default: the scenario's first)")
+	if fs.Parse(args) != nil || *file == "" {
+		fmt.Fprintln(stderr, "usage: spanperf up -f FILE [--datapath X]")
+		return 2
+	}
+	if err := requireRoot(); err != nil {
+		fmt.Fprintln(stderr, "spanperf up:", err)
+		return 1
+	}
+	src, err := os.ReadFile(*file)
+	if err != nil {
+		fmt.Fprintln(stderr, "spanperf up:", err)
+		return 1
+	}
+	var ov scenario.Overrides
+	if *dpName != "" {
+		ov.Datapaths = []string{*dpName}
+	}
+	s, err := loadScenario(*file, src, ov)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	spec := s.Datapaths[0]
+	info, _ := plugins.Datapath(spec.Name)
+	ctx := context.Background()
+	id := runner.NewID()
+	tb, err := netns.New(ctx, netns.Spec{Run: id, Sites: s.Sites, MTU: s.WAN.MTU, RateBPS: s.WAN.RateBPS, Detach: true})
+	if err != nil {
+		fmt.Fprintln(stderr, "spanperf up:", err)
+		netns.Clean(netns.CleanOptions{Detached: true, Run: id})
+		return 1
+	}
+	defer tb.Close()
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "spanperf up:", err)
+		netns.Clean(netns.CleanOptions{Detached: true, Run: id})
+		return 1
+	}
+	dp, err := info.New(spec.Options)
+	if err != nil {
+		return fail(err)
+	}
+	link, err := dp.Setup(ctx, tb)
+	if err != nil {
+		return fail(err)
+	}
+	sites := tb.Sites()
+	client, server := sites[0], sites[len(sites)-1]
+	srv, err := workload.StartAgentServer(ctx, server, agent.DefaultPort)
+	if err != nil {
+		return fail(err)
+	}
+	target := link.Target(client, server, agent.DefaultPort)
+	fmt.Fprintf(stdout, "testbed %s is up with datapath %s (%s)\n\n", id, spec.Label, spec.Name)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "site\tnamespace\tunderlay address\tenter with")
+	for _, ls := range tb.LocalSites() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\tip netns exec %s bash\n", ls.Name(), ls.Namespace(), ls.Prefix(), ls.Namespace())
+	}
+	tw.Flush()
+	exe, _ := os.Executable()
+	fmt.Fprintf(stdout, "\nAn agent server (pid %d) listens on port %d in site %s; through %s, site %s reaches it at %s:\n",
+		srv.PID(), agent.DefaultPort, server.Name(), spec.Label, client.Name(), target)
+	fmt.Fprintf(stdout, "  ip netns exec %s %s agent client --mode rr --request-size 64 --response-size 64 --duration 5s --target %s\n",
+		netns.NamespaceName(id, client.Name()), exe, target)
+	fmt.Fprintln(stdout, "\nRemove it all with: spanperf down")
+	return 0
+}
+
+func cmdClean(args []string, stdout, stderr io.Writer, detached bool) int {
+	name := "clean"
+	if detached {
+		name = "down"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	run := fs.String("run", "", "only this run or testbed ID")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	if err := requireRoot(); err != nil {
+		fmt.Fprintf(stderr, "spanperf %s: %v\n", name, err)
+		return 1
+	}
+	rep, err := netns.Clean(netns.CleanOptions{Detached: detached, Run: *run})
+	for _, r := range rep.Removed {
+		fmt.Fprintln(stdout, "removed", r)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintln(stdout, "left", s)
+	}
+	if len(rep.Removed) == 0 && err == nil {
+		fmt.Fprintln(stdout, "nothing to remove")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "spanperf %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func cmdDoctor(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "usage: spanperf doctor")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	ok := true
+	line := func(kind, name string, err error) {
+		status := "ok"
+		if err != nil {
+			status = "no: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+			if !errors.Is(err, datapath.ErrNotSupported) {
+				ok = false
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", kind, name, status)
+	}
+	fmt.Fprintln(tw, "kind\tname\tcan run here")
+	base := requireRoot()
+	if base == nil {
+		base = netns.Scratch(func(h *netlink.Handle) error {
+			l := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "probe0"}, PeerName: "probe1"}
+			return h.LinkAdd(l)
+		})
+		if base != nil {
+			base = fmt.Errorf("network namespaces with veth links: %w", base)
+		}
+	}
+	line("testbed", "netns", base)
+	for _, d := range plugins.Datapaths() {
+		var err error = base
+		if err == nil {
+			if dp, nerr := d.New(defaults(d.Options)); nerr != nil {
+				err = nerr
+			} else if c, isChecker := dp.(datapath.Checker); isChecker {
+				err = c.Check(ctx)
+			}
+		}
+		line("datapath", d.Name, err)
+	}
+	for _, w := range plugins.Workloads() {
+		var err error
+		if c, isChecker := w.New().(workload.Checker); isChecker {
+			err = c.Check(ctx)
+		}
+		line("workload", w.Name, err)
+	}
+	tw.Flush()
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// defaults returns the default value of every field.
+func defaults(fields []scenario.Field) map[string]any {
+	m := map[string]any{}
+	for _, f := range fields {
+		if f.Default != nil {
+			m[f.Name] = f.Default
+		}
+	}
+	return m
+}
+
+func cmdList(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "usage: spanperf list")
+		return 2
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATAPATHS\t")
+	for _, d := range plugins.Datapaths() {
+		fmt.Fprintf(tw, "  %s\t%s\n", d.Name, d.Summary)
+		for _, f := range d.Options {
+			fmt.Fprintf(tw, "    %s\t%s (default %s)\n", f.Name, f.Doc, results.FormatValue(f.Default))
+		}
+	}
+	fmt.Fprintln(tw, "\t\nWORKLOADS\t")
+	for _, w := range plugins.Workloads() {
+		fmt.Fprintf(tw, "  %s\t%s\n", w.Name, w.Summary)
+		for _, f := range w.Params {
+			fmt.Fprintf(tw, "    %s\t%s (default %s)\n", f.Name, f.Doc, results.FormatValue(f.Default))
+		}
+	}
+	return boolToStatus(tw.Flush() == nil)
+}
+
+func boolToStatus(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
+}

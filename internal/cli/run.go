@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/report"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/runner"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/version"
+)
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("f", "", "scenario file")
+	out := fs.String("out", "", "run directory (default runs/NAME-TIME)")
+	resume := fs.String("resume", "", "continue the interrupted run in this directory")
+	var ov scenario.Overrides
+	fs.DurationVar(&ov.Duration, "duration", 0, "override each trial's measured duration")
+	fs.IntVar(&ov.Reps, "reps", 0, "override the number of repetitions")
+	dps := fs.String("datapath", "", "comma-separated datapaths to run (override the file's)")
+	wls := fs.String("workload", "", "comma-separated workload types to run (override the file's)")
+	seed := fs.Int64("seed", 0, "order trials with this seed (default: random, recorded)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ov.Datapaths, ov.Workloads = splitList(*dps), splitList(*wls)
+	if (*file == "") == (*resume == "") {
+		fmt.Fprintln(stderr, "spanperf run: give exactly one of -f FILE or --resume DIR")
+		return 2
+	}
+	if err := requireRoot(); err != nil {
+		fmt.Fprintln(stderr, "spanperf run:", err)
+		return 1
+	}
+	var (
+		dir *results.RunDir
+		s   *scenario.Scenario
+		err error
+	)
+	if *resume != "" {
+		dir, s, err = reopen(*resume)
+	} else {
+		dir, s, err = create(*file, *out, ov, *seed)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer dir.Close()
+	done := map[string]bool{}
+	if recs, err := dir.Records(); err == nil {
+		for _, r := range recs {
+			done[r.TrialKey()] = true
+		}
+	} else {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stderr, "spanperf run %s: %d trials (%d recorded already) → %s\n",
+		dir.Manifest.Run, dir.Manifest.Trials, len(done), dir.Dir)
+	runErr := runner.Run(ctx, runner.Options{
+		Scenario: s, Dir: dir, Seed: dir.Manifest.Seed, Done: done, Progress: stderr,
+	})
+	dir.Manifest.End = time.Now().UTC()
+	dir.Manifest.Interrupted = runErr != nil
+	if err := dir.WriteManifest(); err != nil {
+		fmt.Fprintln(stderr, "spanperf run:", err)
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			fmt.Fprintf(stderr, "\ninterrupted: the records taken are kept in %s; continue with: spanperf run --resume %s\n", dir.Dir, dir.Dir)
+			return 130
+		}
+		fmt.Fprintf(stderr, "spanperf run: %v\n(records kept in %s; continue with: spanperf run --resume %s)\n", runErr, dir.Dir, dir.Dir)
+		return 1
+	}
+	return printSummary(stdout, stderr, dir.Dir, s)
+}
+
+func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) int {
+	recs, err := results.Load(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\n%s: %d trials, records in %s\n\n", s.Name, len(recs), dir)
+	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s)}); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+func labels(s *scenario.Scenario) []string {
+	var out []string
+	for _, d := range s.Datapaths {
+		out = append(out, d.Label)
+	}
+	return out
+}
+
+// loadScenario reads and parses a scenario file, then applies overrides.
+func loadScenario(file string, src []byte, ov scenario.Overrides) (*scenario.Scenario, error) {
+	cat := plugins.Catalog{}
+	s, err := scenario.Parse(file, src, cat)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Apply(ov, cat); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func create(file, out string, ov scenario.Overrides, seed int64) (*results.RunDir, *scenario.Scenario, error) {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spanperf run: %w", err)
+	}
+	s, err := loadScenario(file, src, ov)
+	if err != nil {
+		return nil, nil, err
+	}
+	if seed == 0 {
+		seed = s.Seed
+	}
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	run := runner.NewID()
+	if out == "" {
+		out = filepath.Join("runs", fmt.Sprintf("%s-%s", s.Name, time.Now().Format("20060102-150405")))
+	}
+	ovj, _ := json.Marshal(ov)
+	sj, _ := json.Marshal(s)
+	trials := 0
+	for _, g := range runner.Plan(s, seed) {
+		trials += len(g.Trials)
+	}
+	m := results.Manifest{
+		Run: run, Version: version.Version, Revision: version.Revision,
+		ScenarioFile: file, ScenarioSource: string(src), Overrides: ovj, Scenario: sj,
+		Seed: seed, Trials: trials, Host: hostInfo(), Start: time.Now().UTC(),
+	}
+	dir, err := results.Create(out, m)
+	return dir, s, err
+}
+
+func reopen(path string) (*results.RunDir, *scenario.Scenario, error) {
+	dir, err := results.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spanperf run --resume: %w", err)
+	}
+	var ov scenario.Overrides
+	if len(dir.Manifest.Overrides) > 0 {
+		if err := json.Unmarshal(dir.Manifest.Overrides, &ov); err != nil {
+			dir.Close()
+			return nil, nil, fmt.Errorf("spanperf run --resume: overrides: %w", err)
+		}
+	}
+	s, err := loadScenario(dir.Manifest.ScenarioFile, []byte(dir.Manifest.ScenarioSource), ov)
+	if err != nil {
+		dir.Close()
+		return nil, nil, err
+	}
+	dir.Manifest.End, dir.Manifest.Interrupted = time.Time{}, false
+	return dir, s, nil
+}
+
+func cmdSummary(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: spanperf summary RUN_DIR")
+		return 2
+	}
+	dir, err := results.Open(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "spanperf summary:", err)
+		return 1
+	}
+	dir.Close()
+	var ov scenario.Overrides
+	json.Unmarshal(dir.Manifest.Overrides, &ov)
+	s, err := loadScenario(dir.Manifest.ScenarioFile, []byte(dir.Manifest.ScenarioSource), ov)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return printSummary(stdout, stderr, args[0], s)
+}
+
+func requireRoot() error {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (it creates network namespaces and links)")
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+// Package plugins is the one place where datapaths and workloads are
+// registered, in the order `spanperf list` shows them.
+package plugins
+
+import (
+	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/workload"
+)
+
+// Datapaths returns every built-in datapath.
+func Datapaths() []datapath.Info {
+	return []datapath.Info{
+		datapath.NativeInfo(),
+		datapath.TunnelInfo("vxlan", "kernel VXLAN overlay between sites (UDP 4789)"),
+		datapath.TunnelInfo("geneve", "kernel Geneve overlay between two sites (UDP 6081)"),
+		datapath.TunnelInfo("gre", "kernel GRE tunnel between two sites"),
+		datapath.TunnelInfo("ipip", "kernel IP-in-IP tunnel between two sites"),
+	}
+}
+
+// Workloads returns every built-in workload.
+func Workloads() []workload.Info {
+	return []workload.Info{
+		workload.StreamInfo(),
+		workload.RRInfo(),
+		workload.CRRInfo(),
+	}
+}
+
+// Catalog is the scenario.Catalog of the built-in plugins.
+type Catalog struct{}
+
+var _ scenario.Catalog = Catalog{}
+
+// Datapath looks up a datapath by name.
+func Datapath(name string) (datapath.Info, bool) {
+	for _, d := range Datapaths() {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return datapath.Info{}, false
+}
+
+// Workload looks up a workload by name.
+func Workload(name string) (workload.Info, bool) {
+	for _, w := range Workloads() {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return workload.Info{}, false
+}
+
+// DatapathFields implements scenario.Catalog.
+func (Catalog) DatapathFields(name string) ([]scenario.Field, bool) {
+	d, ok := Datapath(name)
+	return d.Options, ok
+}
+
+// WorkloadFields implements scenario.Catalog.
+func (Catalog) WorkloadFields(name string) ([]scenario.Field, bool) {
+	w, ok := Workload(name)
+	return w.Params, ok
+}

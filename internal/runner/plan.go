@@ -1,0 +1,61 @@
+// Package runner plans a scenario's trials and runs them: a fresh testbed
+// and datapath for each (repetition, datapath) group, every trial recorded as
+// it ends.
+package runner
+
+import (
+	"math/rand/v2"
+
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+// Trial is one datapath × workload point × repetition.
+type Trial struct {
+	// Index is the trial's position in the plan, from 0.
+	Index int
+	// Rep is the repetition, from 0.
+	Rep int
+	// Datapath is the datapath entry.
+	Datapath scenario.DatapathSpec
+	// Point is the workload and its parameters.
+	Point scenario.Point
+}
+
+// Key identifies the trial in records (see results.TrialKey).
+func (t Trial) Key() string {
+	return results.TrialKey(t.Datapath.Label, t.Point.Workload, t.Point.Params, t.Rep)
+}
+
+// Group is the trials that share one testbed: one datapath in one repetition.
+type Group struct {
+	Rep      int
+	Datapath scenario.DatapathSpec
+	Trials   []Trial
+}
+
+// Plan orders every trial of s. Repetitions run in order; within each, the
+// datapaths and, within each datapath, the workload points are shuffled with
+// seed. Datapaths thus interleave across repetitions, so slow drift of a
+// shared machine does not bias one datapath. The same s and seed give the
+// same plan (resume relies on it).
+func Plan(s *scenario.Scenario, seed int64) []Group {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x5ba7))
+	points := s.Points()
+	var groups []Group
+	idx := 0
+	for rep := 0; rep < s.Repetitions; rep++ {
+		dps := append([]scenario.DatapathSpec(nil), s.Datapaths...)
+		rng.Shuffle(len(dps), func(i, j int) { dps[i], dps[j] = dps[j], dps[i] })
+		for _, dp := range dps {
+			order := rng.Perm(len(points))
+			g := Group{Rep: rep, Datapath: dp}
+			for _, pi := range order {
+				g.Trials = append(g.Trials, Trial{Index: idx, Rep: rep, Datapath: dp, Point: points[pi]})
+				idx++
+			}
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}

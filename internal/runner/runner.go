@@ -1,0 +1,207 @@
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
+	"github.com/spanperf/spanperf/internal/workload"
+)
+
+// Options configure Run.
+type Options struct {
+	// Scenario is normalized and validated.
+	Scenario *scenario.Scenario
+	// Dir receives one record per trial.
+	Dir *results.RunDir
+	// Seed orders the trials (see Plan).
+	Seed int64
+	// Done holds the keys of trials already recorded; Run skips them.
+	Done map[string]bool
+	// Progress receives one line per trial; nil discards.
+	Progress io.Writer
+}
+
+// NewID returns a short random ID for a run or a testbed.
+func NewID() string {
+	var b [3]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run runs every planned trial not in Done. A failed trial is recorded with
+// its error and the run goes on. When ctx is done, the trial in flight is
+// abandoned (not recorded), everything built is torn down, and Run returns
+// ctx's error.
+func Run(ctx context.Context, o Options) error {
+	groups := Plan(o.Scenario, o.Seed)
+	total, pending := 0, 0
+	for _, g := range groups {
+		for _, t := range g.Trials {
+			total++
+			if !o.Done[t.Key()] {
+				pending++
+			}
+		}
+	}
+	p := &progress{w: o.Progress, total: total, pending: pending, start: time.Now()}
+	for _, g := range groups {
+		var todo []Trial
+		for _, t := range g.Trials {
+			if !o.Done[t.Key()] {
+				todo = append(todo, t)
+			}
+		}
+		if len(todo) == 0 {
+			continue
+		}
+		if err := runGroup(ctx, o, g, todo, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runGroup builds a testbed and the group's datapath, runs its trials, and tears down.
+func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress) (err error) {
+	s := o.Scenario
+	fail := func(cause error) error {
+		for _, t := range todo {
+			now := time.Now()
+			rec := newRecord(o, t, now)
+			rec.End, rec.Error = now, cause.Error()
+			if err := o.Dir.Append(rec); err != nil {
+				return err
+			}
+			p.done(t, rec.Error)
+		}
+		return nil
+	}
+	tb, err := netns.New(ctx, netns.Spec{Run: NewID(), Sites: s.Sites, MTU: s.WAN.MTU, RateBPS: s.WAN.RateBPS})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fail(fmt.Errorf("testbed: %w", err))
+	}
+	defer func() { err = errors.Join(err, tb.Close()) }()
+	info, ok := plugins.Datapath(g.Datapath.Name)
+	if !ok {
+		return fail(fmt.Errorf("unknown datapath %q", g.Datapath.Name))
+	}
+	dp, err := info.New(g.Datapath.Options)
+	if err != nil {
+		return fail(fmt.Errorf("datapath %s: %w", g.Datapath.Label, err))
+	}
+	link, err := dp.Setup(ctx, tb)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if cerr := link.Close(cctx); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown %s: %w", g.Datapath.Label, cerr))
+		}
+	}()
+	sites := tb.Sites()
+	client, server := sites[0], sites[len(sites)-1]
+	for _, t := range todo {
+		p.begin(t)
+		rec := runTrial(ctx, o, t, link, client, server)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := o.Dir.Append(rec); err != nil {
+			return err
+		}
+		p.done(t, rec.Error)
+	}
+	return nil
+}
+
+func newRecord(o Options, t Trial, start time.Time) results.Record {
+	return results.Record{
+		Run: o.Dir.Manifest.Run, Trial: t.Index, Datapath: t.Datapath.Label,
+		Workload: t.Point.Workload, Params: t.Point.Params, Rep: t.Rep, Start: start,
+		Metrics: map[string]float64{},
+	}
+}
+
+// trialSlack is how long a trial may overrun warmup+duration (process
+// start, connection setup, teardown) before it is stopped.
+const trialSlack = 30 * time.Second
+
+func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, client, server testbed.Site) results.Record {
+	rec := newRecord(o, t, time.Now())
+	rec.Components = link.Components
+	defer func() { rec.End = time.Now() }()
+	winfo, ok := plugins.Workload(t.Point.Workload)
+	if !ok {
+		rec.Error = fmt.Sprintf("unknown workload %q", t.Point.Workload)
+		return rec
+	}
+	s := o.Scenario
+	env := workload.Env{
+		Client: client, Server: server, Port: agent.DefaultPort,
+		Target:   link.Target(client, server, agent.DefaultPort),
+		Params:   t.Point.Params,
+		Duration: s.Duration, Warmup: s.Warmup,
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.Warmup+s.Duration+trialSlack)
+	defer cancel()
+	res, err := winfo.New().Run(tctx, env)
+	rec.End = time.Now()
+	if err != nil {
+		rec.Error = err.Error()
+		return rec
+	}
+	rec.Metrics, rec.Series, rec.Histogram = res.Metrics, res.Series, res.Histogram
+	return rec
+}
+
+// progress prints one line per trial with an estimate of the time left.
+type progress struct {
+	w              io.Writer
+	total, pending int
+	finished       int
+	start          time.Time
+}
+
+func (p *progress) begin(t Trial) {
+	if p.w == nil {
+		return
+	}
+	eta := "–"
+	if p.finished > 0 {
+		per := time.Since(p.start) / time.Duration(p.finished)
+		eta = (per * time.Duration(p.pending-p.finished)).Round(time.Second).String()
+	}
+	fmt.Fprintf(p.w, "[%*d/%d] %-12s %-6s %-45s rep %d  ETA %s\n", len(fmt.Sprint(p.total)), t.Index+1, p.total,
+		t.Datapath.Label, t.Point.Workload, t.Point.Params.Key(), t.Rep+1, eta)
+}
+
+func (p *progress) done(t Trial, errText string) {
+	p.finished++
+	if p.w != nil && errText != "" {
+		if len(errText) > 300 {
+			errText = errText[:300] + "…"
+		}
+		fmt.Fprintf(p.w, "    trial %d failed: %s\n", t.Index+1, strings.ReplaceAll(errText, "\n", "\n      "))
+	}
+}

@@ -1,0 +1,180 @@
+// Package scenario owns the scenario file: its schema, defaults (Normalize),
+// validation with file and line numbers, command-line overrides, and the
+// expansion of lists into a matrix of trials. It knows nothing of how
+// anything runs: which datapaths and workloads exist, and what options they
+// take, comes from a Catalog.
+package scenario
+
+import (
+	"time"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// Kind is the type of a datapath option or workload parameter.
+type Kind int
+
+const (
+	// KindInt is a whole number.
+	KindInt Kind = iota
+	// KindSize is a byte count: an integer or a string with a unit
+	// (1024, "1KiB", "128k", "1MiB"; k/K/KB = 1000, KiB = 1024).
+	KindSize
+	// KindDuration is a Go duration string ("2s", "500ms").
+	KindDuration
+	// KindString is text, optionally restricted by Field.Enum.
+	KindString
+	// KindBool is true or false.
+	KindBool
+	// KindFloat is a number, whole or fractional.
+	KindFloat
+	// KindRate is a bit rate: an integer in bits/s or a string with a tc-style
+	// unit ("100mbit", "1gbit", "500kbit"); stored as bits per second.
+	KindRate
+)
+
+// String names the kind as error messages do ("a size", ...).
+func (k Kind) String() string {
+	switch k {
+	case KindInt:
+		return "an integer"
+	case KindSize:
+		return "a size"
+	case KindDuration:
+		return "a duration"
+	case KindString:
+		return "a string"
+	case KindBool:
+		return "a boolean"
+	case KindFloat:
+		return "a number"
+	case KindRate:
+		return "a rate"
+	}
+	return "a value"
+}
+
+// Field describes one option of a datapath or one parameter of a workload.
+//
+// Decoded values are stored as: int64 (KindInt, KindSize, KindRate), float64
+// (KindFloat), string (KindString), bool (KindBool), time.Duration
+// (KindDuration).
+type Field struct {
+	// Name is the key in the scenario file.
+	Name string
+	// Kind is the value's type.
+	Kind Kind
+	// Doc says what the field means, for `spanperf list` and errors.
+	Doc string
+	// Default is used when the file omits the field; nil means no default
+	// (the field is then left out of the params unless Required).
+	Default any
+	// Required fields must be given.
+	Required bool
+	// Min, when HasMin, is the smallest accepted number (for numeric kinds).
+	Min    float64
+	HasMin bool
+	// Enum, when not empty, lists the accepted strings.
+	Enum []string
+	// List fields accept a single value or a list; each list element becomes
+	// its own point of the matrix. Datapath options are never lists.
+	List bool
+}
+
+// Catalog tells the parser and Validate which datapaths and workloads exist
+// and what each accepts.
+type Catalog interface {
+	// DatapathFields returns the options of datapath name, false if unknown.
+	DatapathFields(name string) ([]Field, bool)
+	// WorkloadFields returns the parameters of workload name, false if unknown.
+	WorkloadFields(name string) ([]Field, bool)
+}
+
+// NameLister is an optional Catalog capability: error messages about an
+// unknown datapath or workload list the known names when the catalog
+// implements it.
+type NameLister interface {
+	// DatapathNames returns the names of every known datapath.
+	DatapathNames() []string
+	// WorkloadNames returns the names of every known workload.
+	WorkloadNames() []string
+}
+
+// WAN describes the underlay between sites.
+type WAN struct {
+	// MTU of the underlay links; 0 means the default, 1500.
+	MTU int `json:"mtu"`
+	// RateBPS shapes each site's underlay link with tbf to this many bits/s
+	// in each direction; 0 means unshaped. Written as `rate: 1gbit` in files.
+	RateBPS int64 `json:"rate_bps"`
+}
+
+// DatapathSpec is one entry of the datapaths list.
+type DatapathSpec struct {
+	// Name is the registered datapath name, e.g. "vxlan".
+	Name string `json:"name"`
+	// Label tells entries of the same datapath apart in records and reports;
+	// it defaults to Name and must be unique within a scenario.
+	Label string `json:"label"`
+	// Options are the datapath's own options after defaults, by field name.
+	Options map[string]any `json:"options,omitempty"`
+}
+
+// WorkloadSpec is one entry of the workloads list.
+type WorkloadSpec struct {
+	// Type is the registered workload name, e.g. "rr".
+	Type string `json:"type"`
+	// Params holds every parameter as a list of values (a scalar in the file
+	// becomes a one-element list); the matrix is their cross product.
+	Params map[string][]any `json:"params"`
+}
+
+// Scenario is a parsed scenario file.
+type Scenario struct {
+	// File is the path the scenario was read from, for messages.
+	File string `json:"file,omitempty"`
+	// Name names the scenario.
+	Name string `json:"name"`
+	// Sites is how many sites the testbed has; default 2.
+	Sites int `json:"sites"`
+	// WAN is the underlay.
+	WAN WAN `json:"wan"`
+	// Baseline is the label of the datapath others are compared against;
+	// default the first datapath.
+	Baseline string `json:"baseline"`
+	// Datapaths are compared against each other.
+	Datapaths []DatapathSpec `json:"datapaths"`
+	// Workloads run through every datapath.
+	Workloads []WorkloadSpec `json:"workloads"`
+	// Repetitions of each trial; default 3.
+	Repetitions int `json:"repetitions"`
+	// Duration of each trial's measured part; default 10s.
+	Duration time.Duration `json:"duration"`
+	// Warmup runs before each trial's measured part and is not counted;
+	// default 1s.
+	Warmup time.Duration `json:"warmup"`
+	// Seed orders the trials; 0 picks one at run time (recorded in the manifest).
+	Seed int64 `json:"seed,omitempty"`
+}
+
+// Point is one workload at one point of its matrix.
+type Point struct {
+	// Workload is the workload type.
+	Workload string
+	// Params maps every parameter of the workload to one value.
+	Params results.Params
+}
+
+// Overrides are command-line settings that replace the file's.
+type Overrides struct {
+	// Duration replaces Scenario.Duration when non-zero.
+	Duration time.Duration
+	// Reps replaces Scenario.Repetitions when non-zero.
+	Reps int
+	// Datapaths, when not empty, keeps only these datapath labels (an entry
+	// not in the file is added by name with default options).
+	Datapaths []string
+	// Workloads, when not empty, keeps only these workload types (a type not
+	// in the file is added with default parameters).
+	Workloads []string
+}

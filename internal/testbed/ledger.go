@@ -1,0 +1,170 @@
+package testbed
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// LedgerDir holds one ledger file per live or crashed run.
+var LedgerDir = "/run/spanperf"
+
+// Entry kinds of a ledger.
+const (
+	KindNetns  = "netns"  // a named network namespace (Name)
+	KindPID    = "pid"    // a process (PID, Start = its start time in clock ticks)
+	KindCgroup = "cgroup" // a cgroup directory (Path)
+	KindPath   = "path"   // a file or directory to remove (Path)
+	KindMount  = "mount"  // a mount point to unmount (Path)
+)
+
+// Entry is one thing a run created.
+type Entry struct {
+	Kind  string `json:"kind"`
+	Name  string `json:"name,omitempty"`
+	Path  string `json:"path,omitempty"`
+	PID   int    `json:"pid,omitempty"`
+	Start uint64 `json:"start,omitempty"`
+	// Owner, on the first line only, is the PID of the controller; 0 for a
+	// testbed left up on purpose by `spanperf up`.
+	Owner      int    `json:"owner,omitempty"`
+	OwnerStart uint64 `json:"owner_start,omitempty"`
+	Run        string `json:"run,omitempty"`
+}
+
+// Ledger is an append-only file of Entries, synced as each is added, so that
+// what a SIGKILLed run created can still be found and removed.
+type Ledger struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	run  string
+}
+
+// NewLedger creates the ledger of run, owned by this process unless detached.
+func NewLedger(run string, detached bool) (*Ledger, error) {
+	if err := os.MkdirAll(LedgerDir, 0o700); err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	p := filepath.Join(LedgerDir, run+".ledger")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %w", err)
+	}
+	l := &Ledger{path: p, f: f, run: run}
+	head := Entry{Kind: "run", Run: run}
+	if !detached {
+		head.Owner = os.Getpid()
+		head.OwnerStart, _ = ProcStart(head.Owner)
+	}
+	if err := l.Add(head); err != nil {
+		f.Close()
+		os.Remove(p)
+		return nil, err
+	}
+	return l, nil
+}
+
+// Run is the run ID the ledger belongs to.
+func (l *Ledger) Run() string { return l.run }
+
+// Add appends e and syncs the file.
+func (l *Ledger) Add(e Entry) error {
+	if l == nil {
+		return nil
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return errors.New("ledger closed")
+	}
+	if _, err := l.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	return l.f.Sync()
+}
+
+// AddPID records a process, with its start time so a reused PID is not killed.
+func (l *Ledger) AddPID(pid int) error {
+	st, _ := ProcStart(pid)
+	return l.Add(Entry{Kind: KindPID, PID: pid, Start: st})
+}
+
+// Remove deletes the ledger file: everything in it has been undone.
+func (l *Ledger) Remove() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	err := os.Remove(l.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// ReadLedger reads a ledger file. A torn last line (a crash mid-write) is ignored.
+func ReadLedger(path string) ([]Entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Entry
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e Entry
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
+}
+
+// ProcStart returns a process's start time in clock ticks since boot
+// (field 22 of /proc/PID/stat), which tells a PID apart from a reused one.
+func ProcStart(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc %d: bad stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("proc %d: short stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Alive reports whether pid is running and is the process that started at start
+// (start 0 skips that check).
+func Alive(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	st, err := ProcStart(pid)
+	if err != nil {
+		return false
+	}
+	return start == 0 || st == start
+}

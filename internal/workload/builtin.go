@@ -1,0 +1,187 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed"
+)
+
+func sizeField(name, doc string, def int64) scenario.Field {
+	return scenario.Field{Name: name, Kind: scenario.KindSize, Doc: doc, Default: def, HasMin: true, Min: 1, List: true}
+}
+
+func countField(name, doc string) scenario.Field {
+	return scenario.Field{Name: name, Kind: scenario.KindInt, Doc: doc, Default: int64(1), HasMin: true, Min: 1, List: true}
+}
+
+// StreamInfo registers the built-in TCP bulk-transfer workload.
+func StreamInfo() Info {
+	return Info{
+		Name:    "stream",
+		Summary: "TCP bulk transfer: throughput (receiver-acknowledged bytes), per-second series, retransmits",
+		Params: []scenario.Field{
+			sizeField("message_size", "bytes per write", 131072),
+			countField("streams", "parallel TCP connections"),
+		},
+		New: func() Workload { return &agentWorkload{mode: "stream"} },
+	}
+}
+
+// RRInfo registers the built-in request/response workload.
+func RRInfo() Info {
+	return Info{
+		Name:    "rr",
+		Summary: "TCP request/response on persistent connections, closed loop: transactions/s, latency percentiles",
+		Params: []scenario.Field{
+			sizeField("request_size", "request bytes", 64),
+			sizeField("response_size", "response bytes", 64),
+			countField("concurrency", "connections, each with one transaction in flight"),
+		},
+		New: func() Workload { return &agentWorkload{mode: "rr"} },
+	}
+}
+
+// CRRInfo registers the built-in connect/request/response workload.
+func CRRInfo() Info {
+	return Info{
+		Name:    "crr",
+		Summary: "a new TCP connection per transaction: connections/s, connect+first-response latency",
+		Params: []scenario.Field{
+			sizeField("request_size", "request bytes", 64),
+			sizeField("response_size", "response bytes", 64),
+			countField("concurrency", "parallel connect-request-response-close loops"),
+		},
+		New: func() Workload { return &agentWorkload{mode: "crr"} },
+	}
+}
+
+// agentWorkload runs `spanperf agent serve` in the server site and
+// `spanperf agent client` in the client site.
+type agentWorkload struct{ mode string }
+
+var _ Workload = (*agentWorkload)(nil)
+
+// flagNames maps scenario parameters to agent client flags.
+var flagNames = map[string]string{
+	"message_size":  "--message-size",
+	"streams":       "--streams",
+	"request_size":  "--request-size",
+	"response_size": "--response-size",
+	"concurrency":   "--concurrency",
+}
+
+func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
+	srv, err := StartAgentServer(ctx, env.Server, env.Port)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop(time.Second)
+	args := []string{"client", "--mode", w.mode, "--target", env.Target.String(),
+		"--duration", env.Duration.String(), "--warmup", env.Warmup.String()}
+	for k, v := range env.Params {
+		if f, ok := flagNames[k]; ok {
+			args = append(args, f, results.FormatValue(v))
+		}
+	}
+	var out bytes.Buffer
+	cmd := agent.Command("agent-client", args...)
+	cmd.Stdout = &out
+	cli, err := env.Client.Exec(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	limit := env.Warmup + env.Duration + 30*time.Second
+	if err := waitProcess(ctx, cli, limit); err != nil {
+		var res agent.Result
+		if json.Unmarshal(out.Bytes(), &res) == nil && res.Error != "" {
+			return nil, fmt.Errorf("%s client: %s", w.mode, res.Error)
+		}
+		return nil, fmt.Errorf("%s client: %w", w.mode, err)
+	}
+	select {
+	case <-srv.Done():
+		return nil, fmt.Errorf("%s: agent server exited during the trial: %v", w.mode, srv.Wait())
+	default:
+	}
+	var res agent.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("%s client: bad output %q: %w", w.mode, truncate(out.String(), 200), err)
+	}
+	if res.Error != "" {
+		return nil, fmt.Errorf("%s client: %s", w.mode, res.Error)
+	}
+	return &Result{Metrics: res.Metrics, Series: res.Series, Histogram: res.Histogram}, nil
+}
+
+// waitProcess waits for p to exit, stopping it when ctx is done or limit passes.
+func waitProcess(ctx context.Context, p testbed.Process, limit time.Duration) error {
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case <-p.Done():
+		return p.Wait()
+	case <-ctx.Done():
+		p.Stop(time.Second)
+		return ctx.Err()
+	case <-t.C:
+		p.Stop(time.Second)
+		return fmt.Errorf("did not finish within %s", limit)
+	}
+}
+
+// StartAgentServer starts `spanperf agent serve` on port in site and waits
+// until it listens.
+func StartAgentServer(ctx context.Context, site testbed.Site, port int) (testbed.Process, error) {
+	ready := newLineSignal()
+	cmd := agent.Command("agent-server", "serve", "--listen", ":"+strconv.Itoa(port))
+	cmd.Stdout = ready
+	p, err := site.Exec(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ready.c:
+		return p, nil
+	case <-p.Done():
+		return nil, fmt.Errorf("agent server on %s: %v", site.Name(), p.Wait())
+	case <-ctx.Done():
+		p.Stop(time.Second)
+		return nil, ctx.Err()
+	case <-time.After(10 * time.Second):
+		p.Stop(time.Second)
+		return nil, fmt.Errorf("agent server on %s: not ready after 10s: %s", site.Name(), p.Tail())
+	}
+}
+
+// lineSignal closes c when the first full line has been written to it.
+type lineSignal struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func newLineSignal() *lineSignal { return &lineSignal{c: make(chan struct{})} }
+
+func (l *lineSignal) Write(b []byte) (int, error) {
+	if bytes.IndexByte(b, '\n') >= 0 {
+		l.once.Do(func() { close(l.c) })
+	}
+	return len(b), nil
+}
+
+func truncate(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

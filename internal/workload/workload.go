@@ -1,0 +1,71 @@
+// Package workload defines what runs through a datapath in a trial: the
+// Workload interface, its registry entry, and the built-in workloads that
+// drive `spanperf agent`. It knows nothing of datapaths.
+package workload
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed"
+)
+
+// Env is everything one trial of a workload needs.
+type Env struct {
+	// Client and Server are the sites the workload's two ends run in.
+	Client, Server testbed.Site
+	// Port is the port the server must listen on (on every address).
+	Port int
+	// Target is the address the client dials to reach Port on Server,
+	// through the datapath under test.
+	Target netip.AddrPort
+	// Params is the matrix point.
+	Params results.Params
+	// Duration is the measured time; Warmup runs before it, not counted.
+	Duration, Warmup time.Duration
+}
+
+// Result is what one trial measured.
+type Result struct {
+	// Metrics by name, in base units.
+	Metrics map[string]float64
+	// Series by metric name.
+	Series map[string]results.Series
+	// Histogram is the latency histogram (HdrHistogram V2 base64, ns), if any.
+	Histogram string
+}
+
+// Workload runs one trial.
+type Workload interface {
+	// Run starts what the workload needs in env's sites, runs it, stops
+	// everything it started and returns the measurement. When ctx is done,
+	// Run stops early and returns ctx's error.
+	Run(ctx context.Context, env Env) (*Result, error)
+}
+
+// Checker is implemented by workloads that need something this machine may
+// lack (an external tool); Check says what and which package provides it.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// Func adapts a function to the Workload interface.
+type Func func(ctx context.Context, env Env) (*Result, error)
+
+// Run calls f.
+func (f Func) Run(ctx context.Context, env Env) (*Result, error) { return f(ctx, env) }
+
+// Info describes a registered workload.
+type Info struct {
+	// Name is the workload's type in scenario files.
+	Name string
+	// Summary is one line for `spanperf list`.
+	Summary string
+	// Params are the parameters the workload accepts; List ones expand the matrix.
+	Params []scenario.Field
+	// New makes the workload.
+	New func() Workload
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what spanperf needs when it is missing: Debian packages through
+# apt-get and Go modules through the module proxy. Usage: scripts/deps.sh [test|bench]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=(iproute2 ca-certificates)
+case "${1:-}" in
+  bench) want+=(iperf3 sockperf) ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  if [ -x /usr/local/go/bin/go ]; then
+    echo "deps: add /usr/local/go/bin to PATH" >&2
+  else
+    echo "deps: Go is missing: install Go 1.26 or newer (https://go.dev/dl) or Debian's golang-go" >&2
+  fi
+  exit 1
+fi
+go mod download
