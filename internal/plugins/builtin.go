@@ -31,7 +31,10 @@ func Workloads() []workload.Info {
 // Catalog is the scenario.Catalog of the built-in plugins.
 type Catalog struct{}
 
-var _ scenario.Catalog = Catalog{}
+var (
+	_ scenario.Catalog    = Catalog{}
+	_ scenario.NameLister = Catalog{}
+)
 
 // Datapath looks up a datapath by name.
 func Datapath(name string) (datapath.Info, bool) {
@@ -63,4 +66,22 @@ func (Catalog) DatapathFields(name string) ([]scenario.Field, bool) {
 func (Catalog) WorkloadFields(name string) ([]scenario.Field, bool) {
 	w, ok := Workload(name)
 	return w.Params, ok
+}
+
+// DatapathNames lists the registered datapaths (for "known: ..." in errors).
+func (Catalog) DatapathNames() []string {
+	var out []string
+	for _, d := range Datapaths() {
+		out = append(out, d.Name)
+	}
+	return out
+}
+
+// WorkloadNames lists the registered workloads.
+func (Catalog) WorkloadNames() []string {
+	var out []string
+	for _, w := range Workloads() {
+		out = append(out, w.Name)
+	}
+	return out
 }

@@ -68,9 +68,11 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 		os.Remove(lp)
 		rep.Removed = append(rep.Removed, "ledger "+lp)
 	}
-	owned := func(name string) bool { // name is spanperf-<run>[-...]
-		rest := strings.TrimPrefix(name, Prefix)
-		run, _, _ := strings.Cut(rest, "-")
+	owned := func(name string) bool { // anything not named by spanperf counts as owned
+		run := RunOf(name)
+		if run == "" {
+			return true
+		}
 		if opts.Run != "" && run != opts.Run {
 			return true
 		}

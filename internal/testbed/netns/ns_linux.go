@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // NetnsDir is where named network namespaces are bind-mounted (as by `ip netns`).
@@ -81,13 +83,29 @@ func newNamed(name string) (vnetns.NsHandle, error) {
 	return r.h, nil
 }
 
-// DeleteNamed removes a named namespace; a missing one is not an error.
+// DeleteNamed removes a named namespace: its bind mount and the file. A
+// missing one, or a file left unmounted by a crash mid-creation, is fine.
 func DeleteNamed(name string) error {
-	err := vnetns.DeleteNamed(name)
-	if err != nil && errors.Is(err, os.ErrNotExist) {
-		return nil
+	p := filepath.Join(NetnsDir, name)
+	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmount %s: %w", p, err)
 	}
-	return err
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// runName matches names spanperf gives: spanperf-<6 hex run id>[-suffix].
+var runName = regexp.MustCompile(`^spanperf-([0-9a-f]{6})(-[a-z0-9-]+)?$`)
+
+// RunOf returns the run ID in a name spanperf made, or "" for any other name.
+func RunOf(name string) string {
+	m := runName.FindStringSubmatch(name)
+	if m == nil {
+		return ""
+	}
+	return m[1]
 }
 
 // ListNamed returns the named namespaces whose names start with Prefix.
@@ -95,7 +113,7 @@ func ListNamed() []string {
 	ents, _ := os.ReadDir(NetnsDir)
 	var out []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), Prefix) {
+		if RunOf(e.Name()) != "" {
 			out = append(out, e.Name())
 		}
 	}

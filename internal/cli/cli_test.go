@@ -1,0 +1,318 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/cli"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
+)
+
+var bin string // the spanperf binary, built once
+
+func TestMain(m *testing.M) {
+	// In-process runs start agents with this test binary (os.Executable).
+	agent.RunIfChild()
+	dir, err := os.MkdirTemp("", "clitest-bin")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "spanperf")
+	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/spanperf").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces")
+	}
+}
+
+// scenario writes a small scenario: native and vxlan, stream and rr, two reps.
+func scenario(t *testing.T, extra string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	src := `name: clitest
+datapaths: [native, vxlan]
+workloads:
+  - type: stream
+    message_size: 65536
+  - type: rr
+    concurrency: [1, 2]
+repetitions: 2
+duration: 500ms
+warmup: 100ms
+` + extra
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func spanperf(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = cli.Main(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+// residue lists spanperf namespaces, ledgers, agent processes and cgroups
+// left on the machine, except those of runs whose owner is another live
+// process (tests of other packages run at the same time).
+func residue(t *testing.T) []string {
+	t.Helper()
+	others := map[string]bool{}
+	ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+	for _, l := range ledgers {
+		ents, err := testbed.ReadLedger(l)
+		if err == nil && len(ents) > 0 && ents[0].Owner != os.Getpid() && testbed.Alive(ents[0].Owner, ents[0].OwnerStart) {
+			others[ents[0].Run] = true
+		}
+	}
+	var out []string
+	for _, ns := range netns.ListNamed() {
+		if !others[netns.RunOf(ns)] {
+			out = append(out, ns)
+		}
+	}
+	for _, l := range ledgers {
+		if !others[strings.TrimSuffix(filepath.Base(l), ".ledger")] {
+			out = append(out, l)
+		}
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/spanperf-*")
+	for _, c := range cg {
+		if !others[netns.RunOf(filepath.Base(c))] {
+			out = append(out, c)
+		}
+	}
+	ps, _ := exec.Command("pgrep", "-f", bin+" agent").Output()
+	for _, f := range strings.Fields(string(ps)) {
+		out = append(out, "process "+f)
+	}
+	return out
+}
+
+func TestRunWritesRecordsAndSummary(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, code := spanperf(t, "run", "-f", scenario(t, ""), "--out", dir, "--seed", "7")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	recs, err := results.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 12 { // 2 datapaths × 3 points × 2 reps
+		t.Fatalf("%d records, want 12", len(recs))
+	}
+	seen := map[string]bool{}
+	for _, r := range recs {
+		if r.Error != "" {
+			t.Errorf("trial %d failed: %s", r.Trial, r.Error)
+		}
+		seen[r.TrialKey()] = true
+	}
+	if len(seen) != 12 {
+		t.Errorf("%d distinct trials, want 12", len(seen))
+	}
+	// Datapaths interleave: the first rep of both runs before the second rep of either.
+	if recs[0].Rep != 0 || recs[len(recs)-1].Rep != 1 || recs[5].Rep != 0 || recs[6].Rep != 1 {
+		t.Errorf("reps not in order: first %d, sixth %d, seventh %d", recs[0].Rep, recs[5].Rep, recs[6].Rep)
+	}
+	var m results.Manifest
+	b, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.End.IsZero() || m.Host.Kernel == "" || m.Host.Cores == 0 || m.Seed != 7 || m.Trials != 12 {
+		t.Errorf("manifest incomplete: %+v", m)
+	}
+	for _, want := range []string{"stream", "rr", "native", "vxlan", "throughput_bps", "Δ"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "[12/12]") || !strings.Contains(errOut, "ETA") {
+		t.Errorf("no progress lines:\n%s", errOut)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind: %v", r)
+	}
+	// The same plan from the same seed: resuming a finished run runs nothing.
+	_, errOut, code = spanperf(t, "run", "--resume", dir)
+	if code != 0 || !strings.Contains(errOut, "12 recorded already") {
+		t.Errorf("resume of a finished run: exit %d\n%s", code, errOut)
+	}
+	if recs2, _ := results.Load(dir); len(recs2) != 12 {
+		t.Errorf("resume added records: %d", len(recs2))
+	}
+}
+
+// startRun starts the binary on a scenario and waits until n trials are recorded.
+func startRun(t *testing.T, dir string, n int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "-f", scenario(t, ""), "--out", dir, "--seed", "3")
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if recs, _ := results.Load(dir); len(recs) >= n {
+			time.Sleep(300 * time.Millisecond) // into the next trial
+			return cmd
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	t.Fatalf("no %d records after 60 s:\n%s", n, e.String())
+	return nil
+}
+
+func TestInterruptKeepsRecordsAndCleansUp(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := startRun(t, dir, 2)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Errorf("exit after SIGINT: %v, want status 130", err)
+	}
+	recs, _ := results.Load(dir)
+	if len(recs) < 2 || len(recs) >= 12 {
+		t.Fatalf("%d records after interrupt, want 2..11", len(recs))
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind after SIGINT: %v", r)
+	}
+	// Resume finishes the plan without repeating a recorded trial.
+	_, errOut, code := spanperf(t, "run", "--resume", dir)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, errOut)
+	}
+	all, _ := results.Load(dir)
+	keys := map[string]bool{}
+	for _, r := range all {
+		if keys[r.TrialKey()] {
+			t.Errorf("trial %s recorded twice", r.TrialKey())
+		}
+		keys[r.TrialKey()] = true
+	}
+	if len(all) != 12 {
+		t.Errorf("%d records after resume, want 12", len(all))
+	}
+}
+
+func TestKillThenClean(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := startRun(t, dir, 1)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if len(residue(t)) == 0 {
+		t.Log("the kill landed between testbeds; nothing to sweep this time")
+	}
+	out, errOut, code := spanperf(t, "clean")
+	if code != 0 {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind after SIGKILL and clean: %v\nclean said:\n%s", r, out)
+	}
+	if recs, _ := results.Load(dir); len(recs) < 1 {
+		t.Errorf("records lost: %d", len(recs))
+	}
+}
+
+func TestBadScenarioNamesFileLineKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(p, []byte("name: x\ndatapaths: [native, warp]\nworkloads:\n  - type: stream\n    message_size: -5\n"), 0o644)
+	_, errOut, code := spanperf(t, "run", "-f", p)
+	if code == 0 {
+		t.Fatal("bad scenario accepted")
+	}
+	for _, want := range []string{p + ":2:", "warp", p + ":5:", "message_size"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("error lacks %q:\n%s", want, errOut)
+		}
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("a rejected scenario built something: %v", r)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"nope"}, {"run"}, {"run", "-f", "a", "--resume", "b"}, {"summary"}} {
+		if _, _, code := spanperf(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestListAndDoctor(t *testing.T) {
+	out, _, code := spanperf(t, "list")
+	if code != 0 {
+		t.Fatalf("list: exit %d", code)
+	}
+	for _, want := range []string{"native", "vxlan", "geneve", "stream", "rr", "crr", "message_size"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q", want)
+		}
+	}
+	requireRoot(t)
+	out, errOut, code := spanperf(t, "doctor")
+	if code != 0 {
+		t.Fatalf("doctor: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"testbed", "native", "vxlan"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestUpDown(t *testing.T) {
+	requireRoot(t)
+	out, errOut, code := spanperf(t, "up", "-f", scenario(t, ""), "--datapath", "vxlan")
+	if code != 0 {
+		t.Fatalf("up: exit %d\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "ip netns exec spanperf-") || !strings.Contains(out, "198.19.0.2:7100") {
+		t.Errorf("up does not say how to enter the sites or reach the server:\n%s", out)
+	}
+	if len(netns.ListNamed()) < 3 {
+		t.Errorf("up left no testbed: %v", netns.ListNamed())
+	}
+	// clean leaves a testbed that was left up on purpose.
+	out2, _, _ := spanperf(t, "clean")
+	if !strings.Contains(out2, "spanperf down") || len(netns.ListNamed()) < 3 {
+		t.Errorf("clean removed an up testbed:\n%s", out2)
+	}
+	out, errOut, code = spanperf(t, "down")
+	if code != 0 {
+		t.Fatalf("down: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind after down: %v", r)
+	}
+}

@@ -1,0 +1,53 @@
+package scenario
+
+import "time"
+
+// fakeCatalog is a small catalog for tests: datapaths native, vxlan and
+// geneve; workloads stream, rr, crr and tune (which has one field of every
+// other kind).
+type fakeCatalog struct{}
+
+var _ NameLister = fakeCatalog{}
+
+func (fakeCatalog) DatapathFields(name string) ([]Field, bool) {
+	switch name {
+	case "native", "geneve":
+		return nil, true
+	case "vxlan":
+		return []Field{
+			{Name: "mtu", Kind: KindInt, Min: 576, HasMin: true, Default: 1450},
+			{Name: "vni", Kind: KindInt, Default: 42},
+		}, true
+	}
+	return nil, false
+}
+
+func (fakeCatalog) WorkloadFields(name string) ([]Field, bool) {
+	switch name {
+	case "stream":
+		return []Field{
+			{Name: "message_size", Kind: KindSize, List: true, Min: 1, HasMin: true, Default: 131072},
+			{Name: "streams", Kind: KindInt, List: true, Min: 1, HasMin: true, Default: 1},
+		}, true
+	case "rr", "crr":
+		return []Field{
+			{Name: "request_size", Kind: KindSize, List: true, Default: 64},
+			{Name: "response_size", Kind: KindSize, List: true, Default: 64},
+			{Name: "concurrency", Kind: KindInt, List: true, Min: 1, HasMin: true, Default: 1},
+		}, true
+	case "tune":
+		return []Field{
+			{Name: "cc", Kind: KindString, Enum: []string{"bbr", "cubic"}, Default: "cubic", List: true},
+			{Name: "pacing", Kind: KindBool, Default: false},
+			{Name: "gain", Kind: KindFloat, Min: 0, HasMin: true, Default: 1},
+			{Name: "interval", Kind: KindDuration, Default: 100 * time.Millisecond},
+			{Name: "rate", Kind: KindRate, Default: "1gbit"},
+			{Name: "target", Kind: KindString, Required: true},
+		}, true
+	}
+	return nil, false
+}
+
+func (fakeCatalog) DatapathNames() []string { return []string{"native", "vxlan", "geneve"} }
+
+func (fakeCatalog) WorkloadNames() []string { return []string{"stream", "rr", "crr", "tune"} }

@@ -1,0 +1,504 @@
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// topKeys are the keys a scenario file accepts at the top level.
+func topKeys() []string {
+	return []string{"name", "sites", "wan", "baseline", "datapaths", "workloads",
+		"repetitions", "duration", "warmup", "seed"}
+}
+
+// Load reads the scenario file at path and parses it with Parse.
+func Load(path string, cat Catalog) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load scenario: %w", err)
+	}
+	return Parse(path, data, cat)
+}
+
+// Parse decodes the scenario in data, read from file, against the datapaths
+// and workloads of cat. It reports every problem in the file, one per line
+// as "FILE:LINE: KEY: message", in line order, joined with errors.Join. The
+// scenario it returns is normalized and valid. A key that is absent or null
+// takes its default; a file without a warmup key gets 1s.
+func Parse(file string, data []byte, cat Catalog) (*Scenario, error) {
+	p := &parser{file: file, cat: cat, lines: map[string]int{}, bad: map[string]bool{}}
+	s := p.scenario(data)
+	if s != nil {
+		s.Normalize(cat)
+		for _, pr := range s.problems(cat) {
+			if !p.suppressed(pr.subject) {
+				p.add(p.lineOf(pr.subject), pr.key(), pr.msg)
+			}
+		}
+	}
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b lineError) int { return a.line - b.line })
+		errs := make([]error, len(p.errs))
+		for i, e := range p.errs {
+			errs[i] = errors.New(e.text)
+		}
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// parser walks a scenario's YAML node tree.
+type parser struct {
+	file string
+	cat  Catalog
+	errs []lineError
+	// lines maps each key path seen to its line, to place the problems
+	// found later on the decoded Scenario.
+	lines map[string]int
+	// bad holds the key paths already reported, whose values were left out
+	// or stored as nil: later problems at or below them are not repeated.
+	bad map[string]bool
+}
+
+type lineError struct {
+	line int
+	text string
+}
+
+func (p *parser) add(line int, key, msg string) {
+	text := fmt.Sprintf("%s:%d: %s: %s", p.file, line, key, msg)
+	if key == "" {
+		text = fmt.Sprintf("%s:%d: %s", p.file, line, msg)
+	}
+	p.errs = append(p.errs, lineError{line, text})
+}
+
+// errorf reports a problem at node n and key path key.
+func (p *parser) errorf(n *yaml.Node, key, format string, args ...any) {
+	p.bad[key] = true
+	p.add(n.Line, key, fmt.Sprintf(format, args...))
+}
+
+// lineOf returns the line of key path key, or of its closest ancestor.
+func (p *parser) lineOf(key string) int {
+	for {
+		if l, ok := p.lines[key]; ok {
+			return l
+		}
+		if key == "" {
+			return 1
+		}
+		key = parent(key)
+	}
+}
+
+// suppressed tells whether key or one of its ancestors was reported already.
+func (p *parser) suppressed(key string) bool {
+	for {
+		if p.bad[key] {
+			return true
+		}
+		if key == "" {
+			return false
+		}
+		key = parent(key)
+	}
+}
+
+// parent strips the last ".name" or "[i]" from a key path.
+func parent(key string) string {
+	return key[:max(strings.LastIndexAny(key, ".["), 0)]
+}
+
+// syntax reports a YAML syntax error, which yaml.v3 words
+// "yaml: line N: message" or, on the first line, "yaml: message".
+func (p *parser) syntax(err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, after, ok := strings.Cut(rest, ": "); ok {
+			if l, err := strconv.Atoi(num); err == nil {
+				line, msg = l, after
+			}
+		}
+	}
+	p.add(line, "", msg)
+}
+
+// scenario decodes data; it returns nil when the YAML could not be read.
+func (p *parser) scenario(data []byte) *Scenario {
+	var doc, extra yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err == io.EOF {
+		p.add(1, "", "empty scenario file")
+		return nil
+	} else if err != nil {
+		p.syntax(err)
+		return nil
+	}
+	if err := dec.Decode(&extra); err == nil {
+		p.add(extra.Line, "", "more than one YAML document")
+	} else if err != io.EOF {
+		p.syntax(err)
+		return nil
+	}
+	root := &doc
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		root = doc.Content[0]
+	}
+	p.lines[""] = root.Line
+
+	s := &Scenario{File: p.file, Warmup: time.Second}
+	p.mapping(root, "", topKeys(), func(key, kp string, v *yaml.Node) {
+		switch key {
+		case "name":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Name = x.(string)
+			}
+		case "sites":
+			if x, ok := p.top(KindInt, v, kp); ok {
+				s.Sites = int(x.(int64))
+			}
+		case "wan":
+			p.mapping(v, kp, []string{"mtu", "rate"}, func(key, kp string, v *yaml.Node) {
+				if key == "mtu" {
+					if x, ok := p.top(KindInt, v, kp); ok {
+						s.WAN.MTU = int(x.(int64))
+					}
+				} else if x, ok := p.top(KindRate, v, kp); ok {
+					s.WAN.RateBPS = x.(int64)
+				}
+			})
+		case "baseline":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Baseline = x.(string)
+			}
+		case "datapaths":
+			for i, it := range p.seq(v, kp) {
+				ip := index(kp, i)
+				p.lines[ip] = it.Line
+				s.Datapaths = append(s.Datapaths, p.datapath(it, ip))
+			}
+		case "workloads":
+			for i, it := range p.seq(v, kp) {
+				ip := index(kp, i)
+				p.lines[ip] = it.Line
+				s.Workloads = append(s.Workloads, p.workload(it, ip))
+			}
+		case "repetitions":
+			if x, ok := p.top(KindInt, v, kp); ok {
+				s.Repetitions = int(x.(int64))
+			}
+		case "duration":
+			if x, ok := p.top(KindDuration, v, kp); ok {
+				s.Duration = x.(time.Duration)
+			}
+		case "warmup":
+			if x, ok := p.top(KindDuration, v, kp); ok {
+				s.Warmup = x.(time.Duration)
+			}
+		case "seed":
+			if x, ok := p.value(KindInt, v, kp); ok {
+				s.Seed = x.(int64)
+			}
+		}
+	})
+	return s
+}
+
+// datapath decodes entry n of the datapaths list: a name or a mapping.
+func (p *parser) datapath(n *yaml.Node, path string) DatapathSpec {
+	var d DatapathSpec
+	if deref(n).Kind == yaml.ScalarNode {
+		if x, ok := p.value(KindString, n, path); ok {
+			d.Name = x.(string)
+		}
+		return d
+	}
+	var fields []Field
+	var known []string
+	if v := lookup(n, "name"); v != nil {
+		if x, ok := p.value(KindString, v, path+".name"); ok {
+			d.Name = x.(string)
+		}
+		var ok bool
+		if fields, ok = p.cat.DatapathFields(d.Name); ok {
+			known = append([]string{"name", "label"}, fieldNames(fields)...)
+		}
+	}
+	p.mapping(n, path, known, func(key, kp string, v *yaml.Node) {
+		switch key {
+		case "name":
+		case "label":
+			if x, ok := p.value(KindString, v, kp); ok {
+				d.Label = x.(string)
+			}
+		default:
+			if f, ok := field(fields, key); ok {
+				if d.Options == nil {
+					d.Options = map[string]any{}
+				}
+				d.Options[key], _ = p.value(f.Kind, v, kp)
+			}
+		}
+	})
+	return d
+}
+
+// workload decodes entry n of the workloads list.
+func (p *parser) workload(n *yaml.Node, path string) WorkloadSpec {
+	w := WorkloadSpec{Params: map[string][]any{}}
+	var fields []Field
+	var known []string
+	if v := lookup(n, "type"); v != nil {
+		if x, ok := p.value(KindString, v, path+".type"); ok {
+			w.Type = x.(string)
+		}
+		var ok bool
+		if fields, ok = p.cat.WorkloadFields(w.Type); ok {
+			known = append([]string{"type"}, fieldNames(fields)...)
+		}
+	}
+	p.mapping(n, path, known, func(key, kp string, v *yaml.Node) {
+		f, ok := field(fields, key)
+		if !ok {
+			return
+		}
+		d := deref(v)
+		if !f.List || d.Kind != yaml.SequenceNode {
+			x, _ := p.value(f.Kind, v, kp)
+			w.Params[key] = []any{x}
+			return
+		}
+		if len(d.Content) == 0 {
+			p.errorf(v, kp, "empty list")
+		}
+		vals := make([]any, len(d.Content))
+		for j, e := range d.Content {
+			ek := elemKey(kp, j, len(vals))
+			p.lines[ek] = e.Line
+			vals[j], _ = p.value(f.Kind, e, ek)
+		}
+		w.Params[key] = vals
+	})
+	return w
+}
+
+// mapping reports non-string keys, duplicate keys and, when known is not
+// nil, keys not in known, in the mapping n at key path path; it calls visit
+// with every other key whose value is not null.
+func (p *parser) mapping(n *yaml.Node, path string, known []string, visit func(key, keyPath string, v *yaml.Node)) {
+	d := deref(n)
+	if d.Kind != yaml.MappingNode {
+		p.errorf(n, path, "want a mapping, got %s", describe(d))
+		return
+	}
+	first := map[string]int{}
+	for i := 0; i+1 < len(d.Content); i += 2 {
+		k, v := d.Content[i], d.Content[i+1]
+		kd := deref(k)
+		if kd.Kind != yaml.ScalarNode {
+			p.errorf(k, path, "want a key, got %s", describe(kd))
+			continue
+		}
+		kp := join(path, kd.Value)
+		if line, dup := first[kd.Value]; dup {
+			p.errorf(k, kp, "duplicate key %q (first at line %d)", kd.Value, line)
+			continue
+		}
+		first[kd.Value] = k.Line
+		if known != nil && !slices.Contains(known, kd.Value) {
+			p.errorf(k, kp, "unknown key %q%s", kd.Value, suggest(kd.Value, known))
+			continue
+		}
+		p.lines[kp] = k.Line
+		if vd := deref(v); vd.Kind == yaml.ScalarNode && vd.ShortTag() == "!!null" {
+			continue
+		}
+		visit(kd.Value, kp, v)
+	}
+}
+
+// seq returns the items of the list n at key path path.
+func (p *parser) seq(n *yaml.Node, path string) []*yaml.Node {
+	d := deref(n)
+	if d.Kind != yaml.SequenceNode {
+		p.errorf(n, path, "want a list, got %s", describe(d))
+		return nil
+	}
+	return d.Content
+}
+
+// value decodes the scalar n at key path path as kind k.
+func (p *parser) value(k Kind, n *yaml.Node, path string) (any, bool) {
+	v, msg := decode(k, deref(n))
+	if msg != "" {
+		p.errorf(n, path, "%s", msg)
+		return nil, false
+	}
+	return v, true
+}
+
+// top decodes a top-level setting and checks its range.
+func (p *parser) top(k Kind, n *yaml.Node, path string) (any, bool) {
+	v, ok := p.value(k, n, path)
+	if !ok {
+		return nil, false
+	}
+	if msg := checkTop(path, v); msg != "" {
+		p.errorf(n, path, "%s", msg)
+		return nil, false
+	}
+	return v, true
+}
+
+// decode converts scalar n to kind k, or returns what is wrong with it.
+func decode(k Kind, n *yaml.Node) (any, string) {
+	fail := fmt.Sprintf("want %s, got %s", k, describe(n))
+	if n.Kind != yaml.ScalarNode {
+		return nil, fail
+	}
+	tag := n.ShortTag()
+	switch k {
+	case KindInt:
+		var x int64
+		if tag == "!!int" && n.Decode(&x) == nil {
+			return x, ""
+		}
+	case KindSize, KindRate:
+		switch tag {
+		case "!!int":
+			var x int64
+			if n.Decode(&x) == nil {
+				return x, ""
+			}
+		case "!!str":
+			parse := parseSize
+			if k == KindRate {
+				parse = parseRate
+			}
+			x, err := parse(n.Value)
+			if err == nil {
+				return x, ""
+			}
+			if err != errNotNumber {
+				return nil, fail + ": " + err.Error()
+			}
+		}
+	case KindFloat:
+		var x float64
+		if (tag == "!!int" || tag == "!!float") && n.Decode(&x) == nil {
+			return x, ""
+		}
+	case KindBool:
+		var x bool
+		if tag == "!!bool" && n.Decode(&x) == nil {
+			return x, ""
+		}
+	case KindString:
+		switch tag {
+		case "!!str", "!!int", "!!float", "!!timestamp":
+			return n.Value, ""
+		}
+	case KindDuration:
+		if tag == "!!str" || tag == "!!int" {
+			if d, err := time.ParseDuration(n.Value); err == nil {
+				return d, ""
+			}
+		}
+	}
+	return nil, fail
+}
+
+// describe names what node n holds, for "got ..." in messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "null"
+		case "!!int", "!!float", "!!bool":
+			return n.Value
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "nothing"
+}
+
+// deref follows an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+// lookup returns the value of the first key named key in mapping n, or nil.
+func lookup(n *yaml.Node, key string) *yaml.Node {
+	d := deref(n)
+	if d.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(d.Content); i += 2 {
+		if k := deref(d.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
+			if v := deref(d.Content[i+1]); v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+				return nil
+			}
+			return d.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// suggest returns ` (did you mean "k"?)` for the known key k closest to key,
+// if it is within edit distance 2, else "".
+func suggest(key string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if d := editDistance(key, k); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes, or 3
+// (too far for suggest) when their lengths alone differ by more than 2.
+func editDistance(a, b string) int {
+	if len(a)-len(b) > 2 || len(b)-len(a) > 2 {
+		return 3
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

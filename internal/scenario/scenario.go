@@ -1,0 +1,444 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// maxPoints bounds the matrix of one workload entry.
+const maxPoints = 10000
+
+// Normalize fills in every default: the top-level settings left at zero
+// (except Warmup, where zero means none), each datapath's Label and absent
+// options, the Baseline, and each workload's absent parameters, from the
+// Field.Default given by cat (as a one-element list for parameters).
+// Normalize is idempotent.
+func (s *Scenario) Normalize(cat Catalog) {
+	if s.Sites == 0 {
+		s.Sites = 2
+	}
+	if s.WAN.MTU == 0 {
+		s.WAN.MTU = 1500
+	}
+	if s.Repetitions == 0 {
+		s.Repetitions = 3
+	}
+	if s.Duration == 0 {
+		s.Duration = 10 * time.Second
+	}
+	for i := range s.Datapaths {
+		d := &s.Datapaths[i]
+		if d.Label == "" {
+			d.Label = d.Name
+		}
+		fields, _ := cat.DatapathFields(d.Name)
+		for _, f := range fields {
+			if _, ok := d.Options[f.Name]; ok || f.Default == nil {
+				continue
+			}
+			if d.Options == nil {
+				d.Options = map[string]any{}
+			}
+			d.Options[f.Name] = canon(f.Kind, f.Default)
+		}
+	}
+	if s.Baseline == "" && len(s.Datapaths) > 0 {
+		s.Baseline = s.Datapaths[0].Label
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		fields, _ := cat.WorkloadFields(w.Type)
+		for _, f := range fields {
+			if _, ok := w.Params[f.Name]; ok || f.Default == nil {
+				continue
+			}
+			if w.Params == nil {
+				w.Params = map[string][]any{}
+			}
+			w.Params[f.Name] = []any{canon(f.Kind, f.Default)}
+		}
+	}
+}
+
+// Validate checks a normalized scenario against cat: the rules Parse
+// applies to values, without line numbers. It reports every problem, each
+// as "scenario FILE: KEY: message", joined with errors.Join.
+func (s *Scenario) Validate(cat Catalog) error {
+	var errs []error
+	for _, pr := range s.problems(cat) {
+		errs = append(errs, fmt.Errorf("%s: %s: %s", s.what(), pr.key(), pr.msg))
+	}
+	return errors.Join(errs...)
+}
+
+// what names s in messages.
+func (s *Scenario) what() string {
+	switch {
+	case s.File != "":
+		return "scenario " + s.File
+	case s.Name != "":
+		return "scenario " + s.Name
+	}
+	return "scenario"
+}
+
+// problem is one thing Validate finds wrong.
+type problem struct {
+	// subject is the key path of the wrong thing, shown unless at is set.
+	subject string
+	// at is the key path to show instead, e.g. the mapping missing a key.
+	at  string
+	msg string
+}
+
+func (p problem) key() string {
+	if p.at != "" {
+		return p.at
+	}
+	return p.subject
+}
+
+// checkTop returns what is wrong with the decoded value v of the top-level
+// setting at key path key, or "".
+func checkTop(key string, v any) string {
+	switch x := v.(type) {
+	case int64:
+		lo, hi := int64(0), int64(-1)
+		switch key {
+		case "sites":
+			lo = 2
+		case "wan.mtu":
+			lo, hi = 576, 65535
+		case "repetitions":
+			lo = 1
+		}
+		if x < lo {
+			return fmt.Sprintf("must be ≥ %d, got %d", lo, x)
+		}
+		if hi >= 0 && x > hi {
+			return fmt.Sprintf("must be ≤ %d, got %d", hi, x)
+		}
+	case time.Duration:
+		if key == "duration" && x <= 0 {
+			return fmt.Sprintf("must be > 0, got %v", x)
+		}
+		if x < 0 {
+			return fmt.Sprintf("must be ≥ 0s, got %v", x)
+		}
+	}
+	return ""
+}
+
+func (s *Scenario) problems(cat Catalog) []problem {
+	var ps []problem
+	add := func(subject, at, format string, args ...any) {
+		ps = append(ps, problem{subject, at, fmt.Sprintf(format, args...)})
+	}
+	for key, v := range map[string]any{
+		"sites":       int64(s.Sites),
+		"wan.mtu":     int64(s.WAN.MTU),
+		"wan.rate":    s.WAN.RateBPS,
+		"repetitions": int64(s.Repetitions),
+		"duration":    s.Duration,
+		"warmup":      s.Warmup,
+	} {
+		if msg := checkTop(key, v); msg != "" {
+			add(key, "", "%s", msg)
+		}
+	}
+	slices.SortFunc(ps, func(a, b problem) int { return strings.Compare(a.subject, b.subject) })
+
+	if len(s.Datapaths) == 0 {
+		add("datapaths", "", "must list at least one datapath")
+	}
+	labels := map[string]int{}
+	for i, d := range s.Datapaths {
+		path := index("datapaths", i)
+		fields, ok := cat.DatapathFields(d.Name)
+		switch {
+		case d.Name == "":
+			add(path+".name", path, `missing required key "name"`)
+		case !ok:
+			add(path, "", "unknown datapath %q%s", d.Name, knownNames(cat, false))
+		default:
+			opts := make(map[string][]any, len(d.Options))
+			for k, v := range d.Options {
+				opts[k] = []any{v}
+			}
+			ps = append(ps, checkParams(path, fields, opts, false)...)
+		}
+		if d.Label == "" {
+			continue
+		}
+		if j, dup := labels[d.Label]; dup {
+			add(path, "", "duplicate label %q (also datapaths[%d]; set label to tell them apart)", d.Label, j)
+		} else {
+			labels[d.Label] = i
+		}
+	}
+	if _, ok := labels[s.Baseline]; !ok && len(labels) > 0 {
+		add("baseline", "", "%q is not a datapath label (labels: %s)", s.Baseline, strings.Join(s.DatapathLabels(), ", "))
+	}
+
+	if len(s.Workloads) == 0 {
+		add("workloads", "", "must list at least one workload")
+	}
+	clean := true
+	for i, w := range s.Workloads {
+		path := index("workloads", i)
+		n := len(ps)
+		if fields, ok := cat.WorkloadFields(w.Type); !ok {
+			if w.Type == "" {
+				add(path+".type", path, `missing required key "type"`)
+			} else {
+				add(path+".type", "", "unknown workload type %q%s", w.Type, knownNames(cat, true))
+			}
+		} else {
+			ps = append(ps, checkParams(path, fields, w.Params, true)...)
+		}
+		if len(ps) == n && matrixSize(w) > maxPoints {
+			add(path, "", "matrix has more than %d points", maxPoints)
+		}
+		clean = clean && len(ps) == n
+	}
+	if clean {
+		// Equal points would be equal trials, which records cannot tell apart.
+		seen := map[string]int{}
+		for i, w := range s.Workloads {
+			for _, pt := range w.points() {
+				k := w.Type + " " + pt.Params.Key()
+				if j, dup := seen[k]; dup && j == i {
+					add(index("workloads", i), "", "duplicate point %q: a list repeats a value", pt.Params.Key())
+					break
+				} else if dup {
+					add(index("workloads", i), "", "duplicate point %q (also in workloads[%d])", pt.Params.Key(), j)
+					break
+				}
+				seen[k] = i
+			}
+		}
+	}
+	return ps
+}
+
+// checkParams checks the values of the fields of one datapath (lists false:
+// one value each) or workload at key path path.
+func checkParams(path string, fields []Field, vals map[string][]any, lists bool) []problem {
+	var ps []problem
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
+		kp := join(path, k)
+		f, ok := field(fields, k)
+		if !ok {
+			ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("unknown key %q%s", k, suggest(k, fieldNames(fields)))})
+			continue
+		}
+		vs := vals[k]
+		switch {
+		case len(vs) == 0:
+			ps = append(ps, problem{subject: kp, msg: "empty list"})
+		case len(vs) > 1 && !(lists && f.List):
+			ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("want %s, got a list", f.Kind)})
+			continue
+		}
+		for j, v := range vs {
+			if msg := checkValue(f, v); msg != "" {
+				ps = append(ps, problem{subject: elemKey(kp, j, len(vs)), msg: msg})
+			}
+		}
+	}
+	for _, f := range fields {
+		if _, ok := vals[f.Name]; f.Required && !ok {
+			ps = append(ps, problem{subject: join(path, f.Name), at: path, msg: fmt.Sprintf("missing required key %q", f.Name)})
+		}
+	}
+	return ps
+}
+
+// matrixSize is the number of points of w, saturating at maxPoints+1.
+func matrixSize(w WorkloadSpec) int {
+	n := 1
+	for _, vs := range w.Params {
+		n = min(n*len(vs), maxPoints+1)
+	}
+	return n
+}
+
+// Apply replaces the settings of s with the overrides o, then normalizes and
+// validates the result; on error s is left unchanged.
+func (s *Scenario) Apply(o Overrides, cat Catalog) error {
+	t := *s
+	t.Datapaths = slices.Clone(s.Datapaths)
+	t.Workloads = slices.Clone(s.Workloads)
+	if o.Duration != 0 {
+		t.Duration = o.Duration
+	}
+	if o.Reps != 0 {
+		t.Repetitions = o.Reps
+	}
+	if len(o.Datapaths) > 0 {
+		t.Datapaths = nil
+		for _, label := range dedupe(o.Datapaths) {
+			if i := slices.IndexFunc(s.Datapaths, func(d DatapathSpec) bool { return d.Label == label }); i >= 0 {
+				t.Datapaths = append(t.Datapaths, s.Datapaths[i])
+				continue
+			}
+			if _, ok := cat.DatapathFields(label); !ok {
+				return fmt.Errorf("%s: datapaths: unknown datapath %q%s", s.what(), label, knownNames(cat, false))
+			}
+			t.Datapaths = append(t.Datapaths, DatapathSpec{Name: label, Label: label})
+		}
+		if !slices.Contains(t.DatapathLabels(), t.Baseline) {
+			t.Baseline = ""
+		}
+	}
+	if len(o.Workloads) > 0 {
+		t.Workloads = nil
+		for _, typ := range dedupe(o.Workloads) {
+			n := len(t.Workloads)
+			for _, w := range s.Workloads {
+				if w.Type == typ {
+					t.Workloads = append(t.Workloads, w)
+				}
+			}
+			if len(t.Workloads) > n {
+				continue
+			}
+			if _, ok := cat.WorkloadFields(typ); !ok {
+				return fmt.Errorf("%s: workloads: unknown workload type %q%s", s.what(), typ, knownNames(cat, true))
+			}
+			t.Workloads = append(t.Workloads, WorkloadSpec{Type: typ})
+		}
+	}
+	t.Normalize(cat)
+	if err := t.Validate(cat); err != nil {
+		return err
+	}
+	*s = t
+	return nil
+}
+
+// Points expands every workload entry, in file order, into the cross
+// product of its parameter lists. Within an entry the alphabetically first
+// parameter varies slowest and each list is taken in file order. Durations
+// become their String form.
+func (s *Scenario) Points() []Point {
+	var pts []Point
+	for _, w := range s.Workloads {
+		pts = append(pts, w.points()...)
+	}
+	return pts
+}
+
+func (w WorkloadSpec) points() []Point {
+	keys := slices.Sorted(maps.Keys(w.Params))
+	for _, k := range keys {
+		if len(w.Params[k]) == 0 {
+			return nil
+		}
+	}
+	var pts []Point
+	idx := make([]int, len(keys))
+	for {
+		p := make(results.Params, len(keys))
+		for i, k := range keys {
+			v := w.Params[k][idx[i]]
+			if d, ok := v.(time.Duration); ok {
+				v = d.String()
+			}
+			p[k] = v
+		}
+		pts = append(pts, Point{Workload: w.Type, Params: p})
+		i := len(keys) - 1
+		for ; i >= 0; i-- {
+			if idx[i]++; idx[i] < len(w.Params[keys[i]]) {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return pts
+		}
+	}
+}
+
+// DatapathLabels returns the label of every datapath, in order; an entry
+// without a label gives its name.
+func (s *Scenario) DatapathLabels() []string {
+	labels := make([]string, len(s.Datapaths))
+	for i, d := range s.Datapaths {
+		labels[i] = d.Label
+		if labels[i] == "" {
+			labels[i] = d.Name
+		}
+	}
+	return labels
+}
+
+// knownNames returns " (known: a, b)" listing the datapaths, or the
+// workloads, of cat, when cat can list them.
+func knownNames(cat Catalog, workloads bool) string {
+	l, ok := cat.(NameLister)
+	if !ok {
+		return ""
+	}
+	names := l.DatapathNames()
+	if workloads {
+		names = l.WorkloadNames()
+	}
+	return " (known: " + strings.Join(slices.Sorted(slices.Values(names)), ", ") + ")"
+}
+
+func field(fields []Field, name string) (Field, bool) {
+	i := slices.IndexFunc(fields, func(f Field) bool { return f.Name == name })
+	if i < 0 {
+		return Field{}, false
+	}
+	return fields[i], true
+}
+
+func fieldNames(fields []Field) []string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name
+	}
+	return names
+}
+
+func dedupe(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// join appends key to the key path path.
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// index appends "[i]" to the key path path.
+func index(path string, i int) string {
+	return path + "[" + strconv.Itoa(i) + "]"
+}
+
+// elemKey is the key path of element j of the n-element list at path: path
+// itself when the list has one element, as a scalar in the file does.
+func elemKey(path string, j, n int) string {
+	if n == 1 {
+		return path
+	}
+	return index(path, j)
+}

@@ -1,0 +1,159 @@
+package netns_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: creates network namespaces")
+	}
+}
+
+func newTestbed(t *testing.T, spec netns.Spec) *netns.Testbed {
+	t.Helper()
+	requireRoot(t)
+	if spec.Run == "" {
+		spec.Run = "t" + strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")[4:]
+	}
+	tb, err := netns.New(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Close() })
+	return tb
+}
+
+// TestSitesReachEachOther builds two sites and carries a TCP exchange from
+// a socket in site a to a listener in site b, through the wan router.
+func TestSitesReachEachOther(t *testing.T) {
+	tb := newTestbed(t, netns.Spec{MTU: 9000})
+	a, b := tb.LocalSites()[0], tb.LocalSites()[1]
+	var ln net.Listener
+	if err := b.Do(func() (err error) {
+		ln, err = net.Listen("tcp", b.Addr().String()+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(c, c)
+			c.Close()
+		}
+	}()
+	var c net.Conn
+	if err := a.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := c.LocalAddr().(*net.TCPAddr).IP.String(); got != a.Addr().String() {
+		t.Errorf("client address %s, want site a's %s", got, a.Addr())
+	}
+	c.Write([]byte("ping"))
+	buf := make([]byte, 4)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo: %q, %v", buf, err)
+	}
+	l, err := a.Netlink().LinkByName("eth0")
+	if err != nil || l.Attrs().MTU != 9000 {
+		t.Errorf("eth0 mtu: %v %v, want 9000", l, err)
+	}
+}
+
+// TestCloseRemovesEverything checks that Close leaves no namespace, process,
+// temp dir or ledger behind.
+func TestCloseRemovesEverything(t *testing.T) {
+	tb := newTestbed(t, netns.Spec{Sites: 3, RateBPS: 100e6})
+	run := tb.Spec().Run
+	p, err := tb.Sites()[0].Exec(context.Background(), testbed.Command{Name: "sleep", Path: "sleep", Args: []string{"600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := tb.TempDir()
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("process still running after Close")
+	}
+	assertNoResidue(t, run)
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("temp dir %s still there", tmp)
+	}
+}
+
+func assertNoResidue(t *testing.T, run string) {
+	t.Helper()
+	for _, ns := range netns.ListNamed() {
+		if strings.Contains(ns, run) {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(testbed.LedgerDir, run+".ledger")); !os.IsNotExist(err) {
+		t.Errorf("ledger of %s left behind", run)
+	}
+}
+
+// TestCleanSweepsAbandonedTestbed leaves a detached testbed with a running
+// process (as `spanperf up` does) and checks that Clean without Detached
+// keeps it and Clean with Detached removes all of it.
+func TestCleanSweepsAbandonedTestbed(t *testing.T) {
+	tb := newTestbed(t, netns.Spec{Detach: true})
+	run := tb.Spec().Run
+	p, err := tb.Sites()[1].Exec(context.Background(), testbed.Command{Name: "sleep", Path: "sleep", Args: []string{"600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Close() // detached: releases handles only
+	if rep, err := netns.Clean(netns.CleanOptions{Run: run}); err != nil || len(rep.Removed) != 0 {
+		t.Fatalf("clean removed %v (err %v) from a testbed left up on purpose", rep.Removed, err)
+	}
+	rep, err := netns.Clean(netns.CleanOptions{Run: run, Detached: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("removed: %v", rep.Removed)
+	select {
+	case <-p.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("process survived clean")
+	}
+	assertNoResidue(t, run)
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, s := range []netns.Spec{{}, {Run: "x", Sites: -1, MTU: 1500}, {Run: "x", Sites: 2, MTU: 100}, {Run: "x", Sites: 2, MTU: 1500, RateBPS: -1}} {
+		s2 := s
+		if s2.Sites == 0 && s2.Run != "" {
+			s2.Normalize()
+		}
+		if err := s2.Validate(); err == nil {
+			t.Errorf("%+v: want an error", s)
+		}
+	}
+	ok := netns.Spec{Run: "x"}
+	ok.Normalize()
+	if err := ok.Validate(); err != nil {
+		t.Errorf("normalized zero spec: %v", err)
+	}
+}
