@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want=(iproute2 ca-certificates)
+want=(iproute2 ca-certificates
+  wireguard-go wireguard-tools
+  strongswan strongswan-swanctl libcharon-extra-plugins
+  haproxy openvswitch-switch socat)
 case "${1:-}" in
   bench) want+=(iperf3 sockperf) ;;
 esac

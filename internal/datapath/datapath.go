@@ -39,6 +39,11 @@ type Link struct {
 	Target func(from, to testbed.Site, port int) netip.AddrPort
 	// Components are the processes (or the kernel) that carry the traffic.
 	Components []results.Component
+	// Alive, when set, returns nil while every daemon of the datapath runs,
+	// else an error naming the datapath, the daemon, its site and its last
+	// log lines. The runner calls it after each trial; an error fails the
+	// trial.
+	Alive func() error
 	// Close removes what Setup built. It is safe to call once; the testbed's
 	// own Close removes namespaces (and links in them) regardless.
 	Close func(context.Context) error

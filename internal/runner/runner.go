@@ -167,6 +167,11 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 	defer cancel()
 	res, err := winfo.New().Run(tctx, env)
 	rec.End = time.Now()
+	if link.Alive != nil {
+		if derr := link.Alive(); derr != nil {
+			err = errors.Join(derr, err)
+		}
+	}
 	if err != nil {
 		rec.Error = err.Error()
 		return rec
