@@ -4,7 +4,7 @@
 // until it is stopped.
 //
 // Wire protocol: each connection starts with a 16-byte header from the
-// client: "SPF1", mode (1 byte), 3 bytes padding, request size and response
+// client: "SPF1", mode (1 byte), flags (1 byte), 2 bytes padding, request size and response
 // size (big-endian uint32). Mode stream: the server reads and discards until
 // EOF. Mode rr: the server reads request-size bytes and answers with
 // response-size bytes, until EOF.
@@ -44,40 +44,44 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-func encodeHeader(mode byte, req, resp uint32) []byte {
+// flagPersistent in header byte 5 says the connection carries many
+// transactions (rr, stream): worth a server thread of its own.
+const flagPersistent byte = 1
+
+func encodeHeader(mode, flags byte, req, resp uint32) []byte {
 	h := make([]byte, headerLen)
 	copy(h, magic[:])
 	h[4] = mode
+	h[5] = flags
 	binary.BigEndian.PutUint32(h[8:], req)
 	binary.BigEndian.PutUint32(h[12:], resp)
 	return h
 }
 
-func decodeHeader(h []byte) (mode byte, req, resp uint32, err error) {
+func decodeHeader(h []byte) (mode, flags byte, req, resp uint32, err error) {
 	if len(h) != headerLen || [4]byte(h[:4]) != magic {
-		return 0, 0, 0, errors.New("agent: bad header")
+		return 0, 0, 0, 0, errors.New("agent: bad header")
 	}
-	return h[4], binary.BigEndian.Uint32(h[8:]), binary.BigEndian.Uint32(h[12:]), nil
+	return h[4], h[5], binary.BigEndian.Uint32(h[8:]), binary.BigEndian.Uint32(h[12:]), nil
 }
 
-// childEnv marks a process started by Command, so that a test binary standing
-// in for spanperf knows to act as the agent (see RunIfChild).
-const childEnv = "SPANPERF_AGENT_CHILD=1"
-
 // Command returns the command that runs `spanperf agent ARGS...` with this
-// very executable, so agents always match the controller's version.
+// very executable, so agents always match the controller's version. In a test
+// or benchmark binary, that executable must call RunIfChild first.
 func Command(name string, args ...string) testbed.Command {
 	exe, err := os.Executable()
 	if err != nil {
 		exe = "/proc/self/exe"
 	}
-	return testbed.Command{Name: name, Path: exe, Args: append([]string{"agent"}, args...), Env: []string{childEnv}}
+	return testbed.Command{Name: name, Path: exe, Args: append([]string{"agent"}, args...)}
 }
 
-// RunIfChild makes a test binary act as the agent when Command started it.
-// Call it first thing in TestMain of any package whose tests start agents.
+// RunIfChild makes a binary that is not spanperf itself (a test binary, a
+// benchmark) act as the agent when started as `BINARY agent ...`, as Command
+// does. Call it first thing in main or TestMain of any such binary that
+// starts agents: otherwise the child runs the whole binary again.
 func RunIfChild() {
-	if os.Getenv("SPANPERF_AGENT_CHILD") == "1" && len(os.Args) > 1 && os.Args[1] == "agent" {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(Main(os.Args[2:], os.Stdout, os.Stderr))
 	}
 }

@@ -15,11 +15,11 @@ import (
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
-	m, q, r, err := decodeHeader(encodeHeader(ModeRR, 64, 1<<20))
-	if err != nil || m != ModeRR || q != 64 || r != 1<<20 {
-		t.Fatalf("got %d %d %d %v", m, q, r, err)
+	m, f, q, r, err := decodeHeader(encodeHeader(ModeRR, flagPersistent, 64, 1<<20))
+	if err != nil || m != ModeRR || f != flagPersistent || q != 64 || r != 1<<20 {
+		t.Fatalf("got %d %d %d %d %v", m, f, q, r, err)
 	}
-	if _, _, _, err := decodeHeader([]byte("GET / HTTP/1.1\r\n")); err == nil {
+	if _, _, _, _, err := decodeHeader([]byte("GET / HTTP/1.1\r\n")); err == nil {
 		t.Error("accepted a foreign header")
 	}
 }

@@ -117,12 +117,14 @@ func runStream(spec ClientSpec) (*Result, error) {
 			c.close()
 		}
 	}()
-	hdr := encodeHeader(ModeStream, 0, 0)
+	defer reserveProcs(spec.Streams)()
+	hdr := encodeHeader(ModeStream, flagPersistent, 0, 0)
 	for i := 0; i < spec.Streams; i++ {
 		c, err := dial(spec.Target, ioTimeout, false)
 		if err != nil {
 			return nil, err
 		}
+		c.raw = true
 		conns = append(conns, c)
 		if err := c.writeFull(hdr); err != nil {
 			return nil, fmt.Errorf("stream header: %w", err)
@@ -211,7 +213,12 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(60*tim
 // runRR runs rr (persistent connections) and crr (a new connection per transaction).
 func runRR(spec ClientSpec) (*Result, error) {
 	crr := spec.Mode == "crr"
-	hdr := encodeHeader(ModeRR, uint32(spec.RequestSize), uint32(spec.ResponseSize))
+	defer reserveProcs(spec.Concurrency)()
+	flags := flagPersistent
+	if crr {
+		flags = 0
+	}
+	hdr := encodeHeader(ModeRR, flags, uint32(spec.RequestSize), uint32(spec.ResponseSize))
 	var conns []*rawConn
 	defer func() {
 		for _, c := range conns {
@@ -224,6 +231,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 			if err != nil {
 				return nil, err
 			}
+			c.raw = true
 			conns = append(conns, c)
 			if err := c.writeFull(hdr); err != nil {
 				return nil, fmt.Errorf("rr header: %w", err)
@@ -330,6 +338,7 @@ func crrOnce(target netip.AddrPort, first, resp []byte) error {
 	if err != nil {
 		return err
 	}
+	c.raw = true
 	defer c.close()
 	if err := c.writeFull(first); err != nil {
 		return err

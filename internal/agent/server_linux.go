@@ -48,9 +48,13 @@ func handle(c *net.TCPConn) {
 	if rc.readFull(hdr) != nil {
 		return
 	}
-	mode, reqSize, respSize, err := decodeHeader(hdr)
+	mode, flags, reqSize, respSize, err := decodeHeader(hdr)
 	if err != nil {
 		return
+	}
+	if flags&flagPersistent != 0 {
+		defer reserveProcs(1)()
+		rc.raw = true
 	}
 	switch mode {
 	case ModeStream:

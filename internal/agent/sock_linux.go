@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,6 +17,7 @@ import (
 // one read or write is one syscall, with no poller round trip, as in C tools.
 type rawConn struct {
 	fd   int
+	raw  bool     // use rawRead/rawWrite: the caller reserved a P
 	conn net.Conn // keeps an accepted socket's owner alive; nil for dialed sockets
 }
 
@@ -81,10 +85,50 @@ func dial(addr netip.AddrPort, timeout time.Duration, nodelay bool) (*rawConn, e
 	return &rawConn{fd: fd}, nil
 }
 
+// rawRead and rawWrite are read(2) and write(2) without the runtime's
+// syscall bookkeeping: the goroutine keeps its P while blocked in the kernel,
+// as a C thread would, so a round trip costs no scheduler handoff or sysmon
+// wakeup. Callers must own a P to spare: see reserveProcs.
+func rawRead(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return int(n), e
+	}
+	return int(n), nil
+}
+
+func rawWrite(fd int, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return int(n), e
+	}
+	return int(n), nil
+}
+
+// reserved counts goroutines that block in raw system calls.
+var reserved atomic.Int32
+
+// reserveProcs makes room for n more goroutines that each hold a P while
+// blocked in the kernel, keeping two Ps for everything else (timers, the
+// sampler, accept). GOMAXPROCS only grows. It returns the release function.
+func reserveProcs(n int) func() {
+	total := int(reserved.Add(int32(n)))
+	if want := total + 2; runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
+	return func() { reserved.Add(-int32(n)) }
+}
+
 // writeFull writes all of b.
 func (c *rawConn) writeFull(b []byte) error {
 	for len(b) > 0 {
-		n, err := unix.Write(c.fd, b)
+		n, err := c.write(b)
 		if err == unix.EINTR {
 			continue
 		}
@@ -99,7 +143,7 @@ func (c *rawConn) writeFull(b []byte) error {
 // readFull fills b; io.EOF-like errors come back as errEOF.
 func (c *rawConn) readFull(b []byte) error {
 	for len(b) > 0 {
-		n, err := unix.Read(c.fd, b)
+		n, err := c.readOnce(b)
 		if err == unix.EINTR {
 			continue
 		}
@@ -114,10 +158,24 @@ func (c *rawConn) readFull(b []byte) error {
 	return nil
 }
 
+func (c *rawConn) readOnce(b []byte) (int, error) {
+	if c.raw {
+		return rawRead(c.fd, b)
+	}
+	return unix.Read(c.fd, b)
+}
+
+func (c *rawConn) write(b []byte) (int, error) {
+	if c.raw {
+		return rawWrite(c.fd, b)
+	}
+	return unix.Write(c.fd, b)
+}
+
 // read reads once.
 func (c *rawConn) read(b []byte) (int, error) {
 	for {
-		n, err := unix.Read(c.fd, b)
+		n, err := c.readOnce(b)
 		if err == unix.EINTR {
 			continue
 		}
