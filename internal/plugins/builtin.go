@@ -18,6 +18,8 @@ func Datapaths() []datapath.Info {
 		datapath.TunnelInfo("ipip", "kernel IP-in-IP tunnel between two sites"),
 		datapath.WireGuardInfo(),
 		datapath.IPsecInfo(),
+		datapath.MTLSRelayInfo(),
+		datapath.MeshGatewayInfo(),
 	}
 }
 
