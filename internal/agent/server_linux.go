@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ioTimeout bounds every blocking read or write, so a vanished peer cannot
@@ -58,6 +60,11 @@ func handle(c *net.TCPConn) {
 	}
 	switch mode {
 	case ModeStream:
+		// Wake the receiver once per 64 KiB, not per segment: with small
+		// writes a per-segment wakeup preempts the sender on every write,
+		// and the receiver, not the path, would set the rate. ACKs (and so
+		// the throughput the client measures) do not wait for reads.
+		unix.SetsockoptInt(rc.fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, 64<<10)
 		buf := make([]byte, 256<<10)
 		for {
 			n, err := rc.read(buf)
