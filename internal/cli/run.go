@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
@@ -98,6 +99,15 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// Show workloads and their points in the scenario's order, not the
+	// shuffled order the trials ran in.
+	rank := map[string]int{}
+	for i, p := range s.Points() {
+		rank[p.Workload+"|"+p.Params.Key()] = i
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		return rank[recs[i].Workload+"|"+recs[i].Params.Key()] < rank[recs[j].Workload+"|"+recs[j].Params.Key()]
+	})
 	fmt.Fprintf(stdout, "\n%s: %d trials, records in %s\n\n", s.Name, len(recs), dir)
 	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s)}); err != nil {
 		fmt.Fprintln(stderr, err)
