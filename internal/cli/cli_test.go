@@ -75,32 +75,28 @@ func spanperf(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 // residue lists spanperf namespaces, ledgers, agent processes and cgroups
 // left on the machine, except those of runs whose owner is another live
-// process (tests of other packages run at the same time).
+// process (tests of other packages run at the same time). Items are listed
+// before ledgers are read, so a run that starts in between is recognised.
 func residue(t *testing.T) []string {
 	t.Helper()
-	others := map[string]bool{}
+	var items []string
+	items = append(items, netns.ListNamed()...)
 	ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
-	for _, l := range ledgers {
-		ents, err := testbed.ReadLedger(l)
-		if err == nil && len(ents) > 0 && ents[0].Owner != os.Getpid() && testbed.Alive(ents[0].Owner, ents[0].OwnerStart) {
-			others[ents[0].Run] = true
+	items = append(items, ledgers...)
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/spanperf-*")
+	items = append(items, cg...)
+	others := func(item string) bool {
+		run := netns.RunOf(filepath.Base(item))
+		if strings.HasSuffix(item, ".ledger") {
+			run = strings.TrimSuffix(filepath.Base(item), ".ledger")
 		}
+		ents, err := testbed.ReadLedger(filepath.Join(testbed.LedgerDir, run+".ledger"))
+		return err == nil && len(ents) > 0 && ents[0].Owner != os.Getpid() && testbed.Alive(ents[0].Owner, ents[0].OwnerStart)
 	}
 	var out []string
-	for _, ns := range netns.ListNamed() {
-		if !others[netns.RunOf(ns)] {
-			out = append(out, ns)
-		}
-	}
-	for _, l := range ledgers {
-		if !others[strings.TrimSuffix(filepath.Base(l), ".ledger")] {
-			out = append(out, l)
-		}
-	}
-	cg, _ := filepath.Glob("/sys/fs/cgroup/*/spanperf-*")
-	for _, c := range cg {
-		if !others[netns.RunOf(filepath.Base(c))] {
-			out = append(out, c)
+	for _, it := range items {
+		if !others(it) {
+			out = append(out, it)
 		}
 	}
 	ps, _ := exec.Command("pgrep", "-f", bin+" agent").Output()

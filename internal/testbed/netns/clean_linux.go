@@ -68,15 +68,29 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 		os.Remove(lp)
 		rep.Removed = append(rep.Removed, "ledger "+lp)
 	}
-	owned := func(name string) bool { // anything not named by spanperf counts as owned
+	// owned reports whether a spanperf-named item belongs to a run that must
+	// be left alone. The ledger is read again at the moment of the sweep: a
+	// run that started after the loop above has a ledger by the time any of
+	// its items exist, and must not be mistaken for an abandoned one.
+	owned := func(name string) bool {
 		run := RunOf(name)
 		if run == "" {
-			return true
+			return true // not named by spanperf
 		}
 		if opts.Run != "" && run != opts.Run {
 			return true
 		}
-		return live[run]
+		if live[run] {
+			return true
+		}
+		if ents, err := testbed.ReadLedger(filepath.Join(testbed.LedgerDir, run+".ledger")); err == nil && len(ents) > 0 {
+			head := ents[0]
+			if (head.Owner != 0 && testbed.Alive(head.Owner, head.OwnerStart)) || (head.Owner == 0 && !opts.Detached) {
+				live[run] = true
+				return true
+			}
+		}
+		return false
 	}
 	for _, ns := range ListNamed() {
 		if owned(ns) {
