@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 want=(iproute2 ca-certificates
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
-  haproxy openvswitch-switch socat)
+  haproxy openvswitch-switch socat ethtool)
 case "${1:-}" in
   bench) want+=(iperf3 sockperf) ;;
 esac

@@ -54,7 +54,9 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 	info, _ := plugins.Datapath(spec.Name)
 	ctx := context.Background()
 	id := runner.NewID()
-	tb, err := netns.New(ctx, netns.Spec{Run: id, Sites: s.Sites, MTU: s.WAN.MTU, RateBPS: s.WAN.RateBPS, Detach: true})
+	tspec := runner.TestbedSpec(s, id)
+	tspec.Detach = true
+	tb, err := netns.New(ctx, tspec)
 	if err != nil {
 		fmt.Fprintln(stderr, "spanperf up:", err)
 		netns.Clean(netns.CleanOptions{Detached: true, Run: id})
@@ -70,22 +72,27 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	link, err := dp.Setup(ctx, tb)
+	link, err := datapath.Build(ctx, spec.Name, dp, tb)
 	if err != nil {
 		return fail(err)
 	}
-	sites := tb.Sites()
-	client, server := sites[0], sites[len(sites)-1]
+	client, server, target := runner.Endpoints(tb, link, agent.DefaultPort)
 	srv, err := workload.StartAgentServer(ctx, server, agent.DefaultPort)
 	if err != nil {
 		return fail(err)
 	}
-	target := link.Target(client, server, agent.DefaultPort)
-	fmt.Fprintf(stdout, "testbed %s is up with datapath %s (%s)\n\n", id, spec.Label, spec.Name)
+	fmt.Fprintf(stdout, "testbed %s is up with datapath %s (%s), topology %s\n\n", id, spec.Label, spec.Name, tb.Topology())
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "site\tnamespace\tunderlay address\tenter with")
+	fmt.Fprintln(tw, "site\tnamespace\taddress\tenter with")
 	for _, ls := range tb.LocalSites() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\tip netns exec %s bash\n", ls.Name(), ls.Namespace(), ls.Prefix(), ls.Namespace())
+		name := ls.Name()
+		if tb.Node(ls) != nil {
+			name += " (gateway)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\tip netns exec %s bash\n", name, ls.Namespace(), ls.Prefix(), ls.Namespace())
+	}
+	for _, n := range tb.Nodes() {
+		fmt.Fprintf(tw, "%s (node behind %s)\t%s\t%s\tip netns exec %s bash\n", n.Name(), n.Gateway().Name(), n.Namespace(), n.Prefix(), n.Namespace())
 	}
 	tw.Flush()
 	exe, _ := os.Executable()
@@ -140,6 +147,9 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	ok := true
 	line := func(kind, name string, err error) {
 		status := "ok"
+		if errors.Is(err, datapath.ErrUnconfigured) {
+			status, err = "ok (the scenario defines it: up, target, components)", nil
+		}
 		if err != nil {
 			status = "no: " + strings.ReplaceAll(err.Error(), "\n", "; ")
 			if !errors.Is(err, datapath.ErrNotSupported) {

@@ -5,6 +5,7 @@ package datapath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -16,6 +17,11 @@ import (
 // ErrNotSupported is testbed.ErrNotSupported: this machine lacks what the
 // datapath needs. Errors wrap it with the reason.
 var ErrNotSupported = testbed.ErrNotSupported
+
+// ErrUnconfigured is returned (wrapped) by Check of a datapath that the
+// scenario must define (custom) when it has not been given what it needs.
+// It says nothing about this machine.
+var ErrUnconfigured = errors.New("the scenario defines this datapath (up, target, components)")
 
 // Datapath connects the sites of a testbed.
 type Datapath interface {
@@ -30,6 +36,73 @@ type Datapath interface {
 // wrapping ErrNotSupported that says what is missing and what provides it.
 type Checker interface {
 	Check(ctx context.Context) error
+}
+
+// GatewayChecker is implemented by datapaths that can run in the gateway
+// topology (testbed.TopologyGateway): they build their tunnels in the sites,
+// which are then the gateways, and route the prefixes behind each peer
+// (netns Site.Behind) through them. CheckGateway returns nil, or why the
+// datapath with its options cannot. A datapath that does not implement it
+// runs only in the direct topology.
+type GatewayChecker interface {
+	CheckGateway() error
+}
+
+// CheckTopology tells, before anything is built, whether dp (registered as
+// name) can run in topology: nil, or an error
+// "topology gateway: not supported by NAME[: reason]".
+func CheckTopology(name string, dp Datapath, topology string) error {
+	switch topology {
+	case "", testbed.TopologyDirect:
+		return nil
+	case testbed.TopologyGateway:
+		g, ok := dp.(GatewayChecker)
+		if !ok {
+			return fmt.Errorf("topology %s: not supported by %s", topology, name)
+		}
+		if err := g.CheckGateway(); err != nil {
+			return fmt.Errorf("topology %s: not supported by %s: %w", topology, name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown topology %q", topology)
+}
+
+// TopologyOf returns tb's topology: what its Topology method says, else
+// testbed.TopologyDirect.
+func TopologyOf(tb testbed.Testbed) string {
+	if t, ok := tb.(interface{ Topology() string }); ok && t.Topology() != "" {
+		return t.Topology()
+	}
+	return testbed.TopologyDirect
+}
+
+// Build sets dp (registered as name) up on tb, after CheckTopology has
+// accepted it for tb's topology. In the gateway topology it marks as
+// Gateway the components in tb's sites (the gateways) and the kernel's
+// share. The runner, the CLI and datapathtest build datapaths through it.
+func Build(ctx context.Context, name string, dp Datapath, tb testbed.Testbed) (*Link, error) {
+	topo := TopologyOf(tb)
+	if err := CheckTopology(name, dp, topo); err != nil {
+		return nil, err
+	}
+	link, err := dp.Setup(ctx, tb)
+	if err != nil {
+		return nil, err
+	}
+	if topo == testbed.TopologyGateway {
+		gateways := map[string]bool{"": true}
+		for _, s := range tb.Sites() {
+			gateways[s.Name()] = true
+		}
+		cs := make([]results.Component, len(link.Components))
+		for i, c := range link.Components {
+			c.Gateway = gateways[c.Site]
+			cs[i] = c
+		}
+		link.Components = cs
+	}
+	return link, nil
 }
 
 // Link is a datapath in place.

@@ -31,7 +31,8 @@ import (
 // (kernel-libipsec: a TUN device and ESP in UDP). In tunnel mode each site
 // gets an inner address 198.19.2.(i+1)/32 on its loopback and clients dial
 // the server's inner address; in transport mode (kernel ESP only) they dial
-// its underlay address.
+// its underlay address. In the gateway topology (tunnel mode only) each
+// pair's traffic selectors also hold the subnets behind both sites.
 type IPsec struct {
 	// Proposal is the ESP proposal: aes128gcm16, aes256gcm16 or
 	// chacha20poly1305.
@@ -49,8 +50,9 @@ type IPsec struct {
 }
 
 var (
-	_ Datapath = (*IPsec)(nil)
-	_ Checker  = (*IPsec)(nil)
+	_ Datapath       = (*IPsec)(nil)
+	_ Checker        = (*IPsec)(nil)
+	_ GatewayChecker = (*IPsec)(nil)
 )
 
 // Choices of the ipsec options.
@@ -97,6 +99,16 @@ func (p *IPsec) Validate() error {
 	}
 	if p.Mode == "transport" && p.ESP == "libipsec" {
 		return errors.New("ipsec: transport mode needs kernel ESP: kernel-libipsec carries tunnel mode only (use esp: kernel or auto)")
+	}
+	return nil
+}
+
+// CheckGateway accepts the gateway topology in tunnel mode, whose traffic
+// selectors can hold the subnets behind the gateways; transport mode
+// protects only the gateways' own traffic.
+func (p *IPsec) CheckGateway() error {
+	if p.Mode == "transport" {
+		return errors.New("ipsec transport mode protects only the gateways' own traffic (use mode: tunnel)")
 	}
 	return nil
 }
@@ -434,8 +446,8 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 		fmt.Fprintf(&b, "\t\t\t\tmode = %s\n", l.p.Mode)
 		fmt.Fprintf(&b, "\t\t\t\tesp_proposals = %s\n", l.p.Proposal)
 		if l.p.Mode == "tunnel" {
-			fmt.Fprintf(&b, "\t\t\t\tlocal_ts = %s/32\n", ipsecInner(i))
-			fmt.Fprintf(&b, "\t\t\t\tremote_ts = %s/32\n", ipsecInner(j))
+			fmt.Fprintf(&b, "\t\t\t\tlocal_ts = %s\n", ipsecSelectors(i, me))
+			fmt.Fprintf(&b, "\t\t\t\tremote_ts = %s\n", ipsecSelectors(j, peer))
 		}
 		fmt.Fprintf(&b, "\t\t\t\tstart_action = %s\n", start)
 		b.WriteString("\t\t\t}\n\t\t}\n\t}\n")
@@ -451,6 +463,16 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// ipsecSelectors is site i's side of a tunnel-mode child: its inner
+// address and the subnets behind it (gateway topology).
+func ipsecSelectors(i int, site *netns.Site) string {
+	ts := []string{netip.PrefixFrom(ipsecInner(i), 32).String()}
+	for _, p := range site.Behind() {
+		ts = append(ts, p.String())
+	}
+	return strings.Join(ts, ",")
 }
 
 // start runs the site's charon in the foreground, in its own mount

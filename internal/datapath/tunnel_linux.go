@@ -18,7 +18,9 @@ import (
 
 // Tunnel is a kernel overlay between sites: vxlan, geneve, gre or ipip. Each
 // site gets a tunnel device "tun-<kind>" with an address in 198.19.0.0/24
-// (site i at .i+1), and clients dial the server's overlay address.
+// (site i at .i+1), and clients dial the server's overlay address. In the
+// gateway topology each site also routes the subnets behind every peer via
+// that peer's overlay address.
 type Tunnel struct {
 	// Kind is "vxlan", "geneve", "gre" or "ipip".
 	Kind string
@@ -32,8 +34,9 @@ type Tunnel struct {
 }
 
 var (
-	_ Datapath = (*Tunnel)(nil)
-	_ Checker  = (*Tunnel)(nil)
+	_ Datapath       = (*Tunnel)(nil)
+	_ Checker        = (*Tunnel)(nil)
+	_ GatewayChecker = (*Tunnel)(nil)
 )
 
 // overhead is each kind's encapsulation overhead on an IPv4 underlay.
@@ -119,6 +122,9 @@ func (t *Tunnel) Check(context.Context) error {
 	return nil
 }
 
+// CheckGateway accepts the gateway topology: every kind routes.
+func (t *Tunnel) CheckGateway() error { return nil }
+
 var kconfig = map[string]string{"vxlan": "VXLAN", "geneve": "GENEVE", "gre": "NET_IPGRE", "ipip": "NET_IPIP"}
 
 // Setup creates one tunnel device per site and, for vxlan, forwarding
@@ -186,6 +192,14 @@ func (t *Tunnel) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 		if err := h.LinkSetUp(dev); err != nil {
 			return nil, fmt.Errorf("%s on %s: up: %w", t.Kind, s.Name(), err)
 		}
+		for j, peer := range sites {
+			if j == i {
+				continue
+			}
+			if err := routeBehind(h, dev, peer, overlayAddr(j)); err != nil {
+				return nil, fmt.Errorf("%s on %s: %w", t.Kind, s.Name(), err)
+			}
+		}
 	}
 	return &Link{
 		Target: func(_, to testbed.Site, port int) netip.AddrPort {
@@ -202,4 +216,24 @@ func (t *Tunnel) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 			return errors.Join(errs...)
 		},
 	}, nil
+}
+
+// routeBehind routes the subnets behind peer (gateway topology; none in the
+// direct topology) through dev: via the peer's overlay address when via is
+// valid, else straight into dev (point-to-point devices). The routes go
+// when dev is deleted.
+func routeBehind(h *netlink.Handle, dev netlink.Link, peer *netns.Site, via netip.Addr) error {
+	for _, p := range peer.Behind() {
+		r := &netlink.Route{
+			LinkIndex: dev.Attrs().Index,
+			Dst:       &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())},
+		}
+		if via.IsValid() {
+			r.Gw = net.IP(via.AsSlice())
+		}
+		if err := h.RouteAdd(r); err != nil {
+			return fmt.Errorf("route %s behind %s: %w", p, peer.Name(), err)
+		}
+	}
+	return nil
 }

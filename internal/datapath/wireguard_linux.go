@@ -46,7 +46,8 @@ const wireguardOverhead = 80
 // WireGuard joins every site to every other with WireGuard: a full mesh of
 // peers, one device per site with an address in 198.19.1.0/24 (site i at
 // .i+1). Keys are generated for each Setup and handed to the devices through
-// wgctrl, never written to disk.
+// wgctrl, never written to disk. In the gateway topology each peer's
+// allowed IPs also hold the subnets behind it, routed into the device.
 type WireGuard struct {
 	// MTU of the WireGuard device; 0 means the underlay MTU less 80.
 	MTU int
@@ -58,8 +59,9 @@ type WireGuard struct {
 }
 
 var (
-	_ Datapath = (*WireGuard)(nil)
-	_ Checker  = (*WireGuard)(nil)
+	_ Datapath       = (*WireGuard)(nil)
+	_ Checker        = (*WireGuard)(nil)
+	_ GatewayChecker = (*WireGuard)(nil)
 )
 
 // WireGuardInfo registers WireGuard.
@@ -118,6 +120,10 @@ func WireGuardSocket(ifname string) string {
 
 // wgOverlayAddr is site i's address on the WireGuard overlay.
 func wgOverlayAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 19, 1, byte(i + 1)}) }
+
+// CheckGateway accepts the gateway topology: allowed IPs carry the subnets
+// behind each peer.
+func (w *WireGuard) CheckGateway() error { return nil }
 
 // Check reports whether the chosen implementation can run here.
 func (w *WireGuard) Check(context.Context) error {
@@ -277,6 +283,14 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		if err := h.LinkSetUp(dev); err != nil {
 			return nil, fmt.Errorf("wireguard on %s: up: %w", ws.site.Name(), err)
 		}
+		for j, peer := range built {
+			if j == i {
+				continue
+			}
+			if err := routeBehind(h, dev, peer.site, netip.Addr{}); err != nil {
+				return nil, fmt.Errorf("wireguard on %s: %w", ws.site.Name(), err)
+			}
+		}
 	}
 	components := daemons.Components()
 	if impl == WireGuardKernel {
@@ -299,18 +313,23 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 	}, nil
 }
 
-// wgPeers is site i's view of every other site.
+// wgPeers is site i's view of every other site: its overlay /32 and the
+// subnets behind it.
 func wgPeers(built []*wgSite, i, port int) []wgtypes.PeerConfig {
 	var peers []wgtypes.PeerConfig
 	for j, p := range built {
 		if j == i {
 			continue
 		}
+		allowed := []net.IPNet{{IP: net.IP(wgOverlayAddr(j).AsSlice()), Mask: net.CIDRMask(32, 32)}}
+		for _, b := range p.site.Behind() {
+			allowed = append(allowed, net.IPNet{IP: net.IP(b.Addr().AsSlice()), Mask: net.CIDRMask(b.Bits(), b.Addr().BitLen())})
+		}
 		peers = append(peers, wgtypes.PeerConfig{
 			PublicKey:         p.key.PublicKey(),
 			Endpoint:          &net.UDPAddr{IP: net.IP(p.site.Addr().AsSlice()), Port: port},
 			ReplaceAllowedIPs: true,
-			AllowedIPs:        []net.IPNet{{IP: net.IP(wgOverlayAddr(j).AsSlice()), Mask: net.CIDRMask(32, 32)}},
+			AllowedIPs:        allowed,
 		})
 	}
 	return peers

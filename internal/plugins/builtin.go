@@ -20,6 +20,9 @@ func Datapaths() []datapath.Info {
 		datapath.IPsecInfo(),
 		datapath.MTLSRelayInfo(),
 		datapath.MeshGatewayInfo(),
+		datapath.OVSInfo("geneve", "Open vSwitch Geneve overlay between two sites, its own ovsdb-server and ovs-vswitchd per site (userspace datapath, or the kernel's)"),
+		datapath.OVSInfo("vxlan", "Open vSwitch VXLAN overlay between two sites, its own ovsdb-server and ovs-vswitchd per site (userspace datapath, or the kernel's)"),
+		datapath.CustomInfo(),
 	}
 }
 

@@ -94,6 +94,10 @@ type Component struct {
 	Site string `json:"site"`
 	// PID is the process ID, 0 for the kernel.
 	PID int `json:"pid,omitempty"`
+	// Gateway is set when the component runs on a site's gateway, in front
+	// of the node where the workload runs (topology gateway); for the kernel,
+	// when the datapath's kernel work happens in the gateways.
+	Gateway bool `json:"gateway,omitempty"`
 }
 
 // Record is the result of one trial: one datapath, one workload at one matrix

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -89,14 +90,6 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		}
 		return nil
 	}
-	tb, err := netns.New(ctx, netns.Spec{Run: NewID(), Sites: s.Sites, MTU: s.WAN.MTU, RateBPS: s.WAN.RateBPS})
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fail(fmt.Errorf("testbed: %w", err))
-	}
-	defer func() { err = errors.Join(err, tb.Close()) }()
 	info, ok := plugins.Datapath(g.Datapath.Name)
 	if !ok {
 		return fail(fmt.Errorf("unknown datapath %q", g.Datapath.Name))
@@ -105,7 +98,20 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	if err != nil {
 		return fail(fmt.Errorf("datapath %s: %w", g.Datapath.Label, err))
 	}
-	link, err := dp.Setup(ctx, tb)
+	// Before anything is built: a datapath that cannot run in the
+	// scenario's topology fails its trials without a testbed.
+	if err := datapath.CheckTopology(g.Datapath.Name, dp, s.Topology); err != nil {
+		return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
+	}
+	tb, err := netns.New(ctx, TestbedSpec(s, NewID()))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fail(fmt.Errorf("testbed: %w", err))
+	}
+	defer func() { err = errors.Join(err, tb.Close()) }()
+	link, err := datapath.Build(ctx, g.Datapath.Name, dp, tb)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -119,11 +125,10 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			err = errors.Join(err, fmt.Errorf("teardown %s: %w", g.Datapath.Label, cerr))
 		}
 	}()
-	sites := tb.Sites()
-	client, server := sites[0], sites[len(sites)-1]
+	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
-		rec := runTrial(ctx, o, t, link, client, server)
+		rec := runTrial(ctx, o, t, link, client, server, target)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -133,6 +138,27 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		p.done(t, rec.Error)
 	}
 	return nil
+}
+
+// TestbedSpec is the local testbed scenario s asks for, for run id.
+func TestbedSpec(s *scenario.Scenario, id string) netns.Spec {
+	return netns.Spec{Run: id, Sites: s.Sites, MTU: s.WAN.MTU, RateBPS: s.WAN.RateBPS, Topology: s.Topology}
+}
+
+// Endpoints returns where a workload runs on tb through link, and what its
+// client dials to reach port on the server. The client runs in the first
+// site and the server in the last, and the client dials link.Target. In
+// the gateway topology both run in the nodes behind those sites, and the
+// client dials the server node's own address: routing carries it through
+// the gateways and the datapath between them.
+func Endpoints(tb *netns.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target netip.AddrPort) {
+	sites := tb.LocalSites()
+	first, last := sites[0], sites[len(sites)-1]
+	if tb.Topology() == testbed.TopologyGateway {
+		c, s := tb.Node(first), tb.Node(last)
+		return c, s, netip.AddrPortFrom(s.Addr(), uint16(port))
+	}
+	return first, last, link.Target(first, last, port)
 }
 
 func newRecord(o Options, t Trial, start time.Time) results.Record {
@@ -147,7 +173,7 @@ func newRecord(o Options, t Trial, start time.Time) results.Record {
 // start, connection setup, teardown) before it is stopped.
 const trialSlack = 30 * time.Second
 
-func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, client, server testbed.Site) results.Record {
+func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, client, server testbed.Site, target netip.AddrPort) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -159,7 +185,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 	s := o.Scenario
 	env := workload.Env{
 		Client: client, Server: server, Port: agent.DefaultPort,
-		Target:   link.Target(client, server, agent.DefaultPort),
+		Target:   target,
 		Params:   t.Point.Params,
 		Duration: s.Duration, Warmup: s.Warmup,
 	}

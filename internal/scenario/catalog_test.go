@@ -1,13 +1,26 @@
 package scenario
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // fakeCatalog is a small catalog for tests: datapaths native, vxlan and
-// geneve; workloads stream, rr, crr and tune (which has one field of every
-// other kind).
+// geneve (which cannot run in the gateway topology); workloads stream, rr,
+// crr and tune (which has one field of every other kind).
 type fakeCatalog struct{}
 
-var _ NameLister = fakeCatalog{}
+var (
+	_ NameLister      = fakeCatalog{}
+	_ TopologyChecker = fakeCatalog{}
+)
+
+func (fakeCatalog) CheckTopology(name string, _ map[string]any, topology string) error {
+	if name == "geneve" && topology == "gateway" {
+		return errors.New("topology gateway: not supported by geneve")
+	}
+	return nil
+}
 
 func (fakeCatalog) DatapathFields(name string) ([]Field, bool) {
 	switch name {

@@ -16,7 +16,7 @@ import (
 
 // topKeys are the keys a scenario file accepts at the top level.
 func topKeys() []string {
-	return []string{"name", "sites", "wan", "baseline", "datapaths", "workloads",
+	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed"}
 }
 
@@ -178,6 +178,10 @@ func (p *parser) scenario(data []byte) *Scenario {
 					s.WAN.RateBPS = x.(int64)
 				}
 			})
+		case "topology":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Topology = x.(string)
+			}
 		case "baseline":
 			if x, ok := p.value(KindString, v, kp); ok {
 				s.Baseline = x.(string)

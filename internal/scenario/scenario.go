@@ -27,6 +27,9 @@ func (s *Scenario) Normalize(cat Catalog) {
 	if s.WAN.MTU == 0 {
 		s.WAN.MTU = 1500
 	}
+	if s.Topology == "" {
+		s.Topology = Topologies[0]
+	}
 	if s.Repetitions == 0 {
 		s.Repetitions = 3
 	}
@@ -153,6 +156,9 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			add(key, "", "%s", msg)
 		}
 	}
+	if !slices.Contains(Topologies, s.Topology) {
+		add("topology", "", "must be one of %s, got %q", strings.Join(Topologies, ", "), s.Topology)
+	}
 	slices.SortFunc(ps, func(a, b problem) int { return strings.Compare(a.subject, b.subject) })
 
 	if len(s.Datapaths) == 0 {
@@ -172,7 +178,14 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			for k, v := range d.Options {
 				opts[k] = []any{v}
 			}
+			n := len(ps)
 			ps = append(ps, checkParams(path, fields, opts, false)...)
+			tc, ok := cat.(TopologyChecker)
+			if ok && len(ps) == n && s.Topology != Topologies[0] && slices.Contains(Topologies, s.Topology) {
+				if err := tc.CheckTopology(d.Name, d.Options, s.Topology); err != nil {
+					add(path, "", "%v", err)
+				}
+			}
 		}
 		if d.Label == "" {
 			continue

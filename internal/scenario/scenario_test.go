@@ -144,7 +144,7 @@ func TestNormalizeIdempotent(t *testing.T) {
 		t.Errorf("second Normalize changed the scenario")
 	}
 	want := Scenario{
-		Sites: 2, WAN: WAN{MTU: 1500}, Baseline: "vxlan", Repetitions: 3, Duration: 10 * time.Second,
+		Sites: 2, WAN: WAN{MTU: 1500}, Topology: "direct", Baseline: "vxlan", Repetitions: 3, Duration: 10 * time.Second,
 		Datapaths: []DatapathSpec{{Name: "vxlan", Label: "vxlan", Options: map[string]any{"mtu": int64(1450), "vni": int64(42)}}},
 		Workloads: []WorkloadSpec{{Type: "stream", Params: map[string][]any{"message_size": {int64(131072)}, "streams": {int64(1)}}}},
 	}
@@ -180,6 +180,15 @@ func TestValidate(t *testing.T) {
 			`scenario v.yaml: workloads[0].streams: empty list`},
 		{"unknown workload", func(s *Scenario) { s.Workloads[0].Type = "udp" },
 			`scenario v.yaml: workloads[0].type: unknown workload type "udp" (known: crr, rr, stream, tune)`},
+		{"topology", func(s *Scenario) { s.Topology = "mesh" },
+			`scenario v.yaml: topology: must be one of direct, gateway, got "mesh"`},
+		{"gateway", func(s *Scenario) { s.Topology = "gateway" }, ""},
+		{"gateway unsupported", func(s *Scenario) {
+			s.Topology = "gateway"
+			s.Datapaths[1].Name = "geneve"
+			s.Datapaths[1].Options = nil
+		},
+			`scenario v.yaml: datapaths[1]: topology gateway: not supported by geneve`},
 		{"wan", func(s *Scenario) { s.WAN = WAN{MTU: 100, RateBPS: -1}; s.Sites = 1 },
 			"scenario v.yaml: sites: must be ≥ 2, got 1\nscenario v.yaml: wan.mtu: must be ≥ 576, got 100\nscenario v.yaml: wan.rate: must be ≥ 0, got -1"},
 	} {

@@ -90,6 +90,19 @@ type Catalog interface {
 	WorkloadFields(name string) ([]Field, bool)
 }
 
+// Topologies are the values of the top-level key topology; the first is
+// the default.
+var Topologies = []string{"direct", "gateway"}
+
+// TopologyChecker is an optional Catalog capability: Validate asks it
+// whether each datapath, with its options, can run in the scenario's
+// topology.
+type TopologyChecker interface {
+	// CheckTopology returns nil when datapath name with options opts can
+	// run in topology, else an error saying why not.
+	CheckTopology(name string, opts map[string]any, topology string) error
+}
+
 // NameLister is an optional Catalog capability: error messages about an
 // unknown datapath or workload list the known names when the catalog
 // implements it.
@@ -139,6 +152,11 @@ type Scenario struct {
 	Sites int `json:"sites"`
 	// WAN is the underlay.
 	WAN WAN `json:"wan"`
+	// Topology is where workloads run: "direct" (default), in the sites
+	// where the datapath ends its tunnels, or "gateway", in a node behind
+	// each site that routes cross-site traffic through the site (its
+	// gateway): node → gateway → tunnel → gateway → node.
+	Topology string `json:"topology"`
 	// Baseline is the label of the datapath others are compared against;
 	// default the first datapath.
 	Baseline string `json:"baseline"`

@@ -15,6 +15,18 @@ import (
 // lacks a kernel feature or program that something needs.
 var ErrNotSupported = errors.New("not supported on this machine")
 
+// Topologies: where workloads run relative to where datapaths end their tunnels.
+const (
+	// TopologyDirect runs workloads in the sites themselves, where the
+	// datapath ends its tunnels.
+	TopologyDirect = "direct"
+	// TopologyGateway runs workloads in a node behind each site: the site is
+	// the node's gateway, where the datapath ends its tunnels, and
+	// cross-site traffic goes node → gateway → tunnel → gateway → node
+	// (Submariner's shape).
+	TopologyGateway = "gateway"
+)
+
 // Command is a process to start inside a site.
 type Command struct {
 	// Name labels the process in logs and errors, e.g. "agent-server".

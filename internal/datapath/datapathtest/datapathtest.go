@@ -83,6 +83,8 @@ func New(t testing.TB, name string, opts map[string]any) datapath.Datapath {
 	if c, ok := dp.(datapath.Checker); ok {
 		if err := c.Check(context.Background()); errors.Is(err, datapath.ErrNotSupported) {
 			t.Skipf("this machine cannot run %s: %v", name, err)
+		} else if errors.Is(err, datapath.ErrUnconfigured) {
+			t.Skipf("%s needs a scenario to define it (its own tests do): %v", name, err)
 		} else if err != nil {
 			t.Fatal(err)
 		}
@@ -90,13 +92,14 @@ func New(t testing.TB, name string, opts map[string]any) datapath.Datapath {
 	return dp
 }
 
-// Setup builds a testbed and sets up datapath name on it; both are torn
-// down when the test ends (link first).
+// Setup builds a testbed and sets up datapath name on it through
+// datapath.Build (so a datapath that cannot run in spec's topology fails
+// it); both are torn down when the test ends (link first).
 func Setup(t testing.TB, spec netns.Spec, name string, opts map[string]any) (*netns.Testbed, *datapath.Link) {
 	t.Helper()
 	dp := New(t, name, opts)
 	tb := Testbed(t, spec)
-	link, err := dp.Setup(context.Background(), tb)
+	link, err := datapath.Build(context.Background(), name, dp, tb)
 	if err != nil {
 		t.Fatalf("setup %s: %v", name, err)
 	}
@@ -108,18 +111,18 @@ func Setup(t testing.TB, spec netns.Spec, name string, opts map[string]any) (*ne
 	return tb, link
 }
 
-// Run runs workload wl from the first site to the last through link and
-// returns the result, or the error.
+// Run runs workload wl from the first site to the last through link (in
+// the gateway topology, from the node behind the first to the node behind
+// the last: see runner.Endpoints) and returns the result, or the error.
 func Run(tb *netns.Testbed, link *datapath.Link, wl string, p results.Params, d, warm time.Duration) (*workload.Result, error) {
 	info, ok := plugins.Workload(wl)
 	if !ok {
 		return nil, errors.New("workload " + wl + " not registered")
 	}
-	sites := tb.Sites()
-	client, server := sites[0], sites[len(sites)-1]
+	client, server, target := runner.Endpoints(tb, link, agent.DefaultPort)
 	env := workload.Env{
 		Client: client, Server: server, Port: agent.DefaultPort,
-		Target: link.Target(client, server, agent.DefaultPort),
+		Target: target,
 		Params: p, Duration: d, Warmup: warm,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d+warm+30*time.Second)

@@ -2,7 +2,9 @@
 // namespace, and a "wan" namespace routes between them over veth links, with
 // optional tbf shaping and a settable MTU. Addresses come from 198.18.0.0/15
 // (RFC 2544's benchmarking range): site i's underlay is 198.18.(i+1).0/24,
-// the site at .2 and the wan router at .1.
+// the site at .2 and the wan router at .1. In the gateway topology each
+// site also has a node namespace behind it on 198.19.(100+i).0/24 (the
+// site, its gateway, at .1 and the node at .2).
 package netns
 
 import (
@@ -38,7 +40,15 @@ type Spec struct {
 	RateBPS int64
 	// Detach leaves processes running when the controller exits (`spanperf up`).
 	Detach bool
+	// Topology is testbed.TopologyDirect (workloads run in the sites) or
+	// testbed.TopologyGateway (each site gets a node namespace behind it,
+	// and the site becomes the node's gateway); "" means direct.
+	Topology string
 }
+
+// MaxGatewaySites is the most sites the gateway topology can number: node
+// subnets run from 198.19.100.0/24 to 198.19.255.0/24.
+const MaxGatewaySites = 156
 
 // Normalize fills defaults.
 func (s *Spec) Normalize() {
@@ -47,6 +57,9 @@ func (s *Spec) Normalize() {
 	}
 	if s.MTU == 0 {
 		s.MTU = 1500
+	}
+	if s.Topology == "" {
+		s.Topology = testbed.TopologyDirect
 	}
 }
 
@@ -61,6 +74,10 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("netns testbed: mtu %d (want 576..65535)", s.MTU)
 	case s.RateBPS < 0:
 		return fmt.Errorf("netns testbed: negative rate")
+	case s.Topology != "" && s.Topology != testbed.TopologyDirect && s.Topology != testbed.TopologyGateway:
+		return fmt.Errorf("netns testbed: topology %q (want %s or %s)", s.Topology, testbed.TopologyDirect, testbed.TopologyGateway)
+	case s.Topology == testbed.TopologyGateway && s.Sites > MaxGatewaySites:
+		return fmt.Errorf("netns testbed: %d sites in topology gateway (want at most %d)", s.Sites, MaxGatewaySites)
 	}
 	return nil
 }
@@ -72,6 +89,7 @@ type Testbed struct {
 	tmp    string
 	wan    *Site
 	sites  []*Site
+	nodes  []*Site // gateway topology: nodes[i] is behind sites[i]
 	extra  []*Site
 
 	mu     sync.Mutex
@@ -89,6 +107,8 @@ type Site struct {
 	nl     *netlink.Handle
 	addr   netip.Prefix
 	tb     *Testbed
+	// Gateway topology: a site's node behind it, and a node's gateway.
+	node, gateway *Site
 }
 
 var _ testbed.Site = (*Site)(nil)
@@ -110,6 +130,18 @@ func UnderlayPrefix(i int) netip.Prefix {
 }
 
 func gatewayAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, byte(i + 1), 1}) }
+
+// NodePrefix is the subnet behind site i (0-based) in the gateway topology,
+// 198.19.(100+i).0/24: the site (the node's gateway) at .1, the node at .2.
+func NodePrefix(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(100 + i), 0}), 24)
+}
+
+// nodeAddr is the address of the node (host 2) or of its gateway (host 1)
+// on the subnet behind site i.
+func nodeAddr(i int, host byte) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 19, byte(100 + i), host}), 24)
+}
 
 // New builds the testbed. On error, everything built so far is removed.
 func New(ctx context.Context, spec Spec) (_ *Testbed, err error) {
@@ -153,8 +185,67 @@ func New(ctx context.Context, spec Spec) (_ *Testbed, err error) {
 		if err := tb.wire(i, s); err != nil {
 			return nil, fmt.Errorf("netns testbed: site %s: %w", s.name, err)
 		}
+		if spec.Topology == testbed.TopologyGateway {
+			if err := tb.addNode(i, s); err != nil {
+				return nil, fmt.Errorf("netns testbed: node behind site %s: %w", s.name, err)
+			}
+		}
 	}
 	return tb, nil
+}
+
+// addNode creates the node namespace "<site>-node" behind site i and joins
+// it to the site, which becomes its gateway, with a veth pair: "eth0" in
+// the node, "node0" in the site. The node's default route points at the
+// site, which forwards. Nothing else routes to the node's subnet: a
+// datapath must carry it between sites.
+func (tb *Testbed) addNode(i int, gw *Site) error {
+	n, err := tb.AddNamespace(gw.name + "-node")
+	if err != nil {
+		return err
+	}
+	n.addr = nodeAddr(i, 2)
+	n.gateway, gw.node = gw, n
+	tb.nodes = append(tb.nodes, n)
+	veth := &netlink.Veth{
+		LinkAttrs:     netlink.LinkAttrs{Name: "node0", MTU: tb.spec.MTU},
+		PeerName:      "eth0",
+		PeerNamespace: netlink.NsFd(int(n.ns)),
+	}
+	if err := gw.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("veth: %w", err)
+	}
+	gl, err := gw.nl.LinkByName("node0")
+	if err != nil {
+		return err
+	}
+	nl, err := n.nl.LinkByName("eth0")
+	if err != nil {
+		return err
+	}
+	if err := addrAdd(gw.nl, gl, nodeAddr(i, 1)); err != nil {
+		return err
+	}
+	if err := addrAdd(n.nl, nl, n.addr); err != nil {
+		return err
+	}
+	if err := n.nl.LinkSetMTU(nl, tb.spec.MTU); err != nil {
+		return fmt.Errorf("mtu: %w", err)
+	}
+	if err := gw.nl.LinkSetUp(gl); err != nil {
+		return fmt.Errorf("link up: %w", err)
+	}
+	if err := n.nl.LinkSetUp(nl); err != nil {
+		return fmt.Errorf("link up: %w", err)
+	}
+	if err := gw.Do(func() error { return writeSysctl("net.ipv4.ip_forward", "1") }); err != nil {
+		return err
+	}
+	gwAddr := nodeAddr(i, 1).Addr()
+	if err := n.nl.RouteAdd(&netlink.Route{LinkIndex: nl.Attrs().Index, Gw: net.IP(gwAddr.AsSlice())}); err != nil {
+		return fmt.Errorf("default route: %w", err)
+	}
+	return nil
 }
 
 // AddNamespace creates one more namespace in the testbed (a gateway or node
@@ -276,7 +367,21 @@ func (tb *Testbed) Sites() []testbed.Site {
 }
 
 // LocalSites returns the sites as *Site, for datapaths that need netlink.
+// In the gateway topology these are the gateways: datapaths build their
+// tunnels in them exactly as in the direct topology, and route each peer's
+// Behind prefixes through the tunnel.
 func (tb *Testbed) LocalSites() []*Site { return tb.sites }
+
+// Topology is testbed.TopologyDirect or testbed.TopologyGateway.
+func (tb *Testbed) Topology() string { return tb.spec.Topology }
+
+// Node returns the node behind site in the gateway topology, nil in the
+// direct topology. A node is a *Site: Exec starts processes in it, Addr is
+// its address on the subnet behind its gateway.
+func (tb *Testbed) Node(site *Site) *Site { return site.node }
+
+// Nodes returns the nodes in site order; empty in the direct topology.
+func (tb *Testbed) Nodes() []*Site { return tb.nodes }
 
 // WAN returns the router namespace between the sites.
 func (tb *Testbed) WAN() *Site { return tb.wan }
@@ -346,13 +451,27 @@ func (s *Site) release() {
 // Name is the site's short name.
 func (s *Site) Name() string { return s.name }
 
+// Behind returns the node subnets behind the site: the prefixes a datapath
+// must route to this site through its tunnel. It is empty in the direct
+// topology, and for a node.
+func (s *Site) Behind() []netip.Prefix {
+	if s.node == nil {
+		return nil
+	}
+	return []netip.Prefix{s.node.addr.Masked()}
+}
+
+// Gateway returns the site a node sits behind; nil for anything but a node.
+func (s *Site) Gateway() *Site { return s.gateway }
+
 // Namespace is the name of the site's network namespace (for `ip netns exec`).
 func (s *Site) Namespace() string { return s.nsName }
 
-// Addr is the site's underlay address.
+// Addr is the site's underlay address; for a node, its address on the
+// subnet behind its gateway (198.19.(100+i).2).
 func (s *Site) Addr() netip.Addr { return s.addr.Addr() }
 
-// Prefix is the site's underlay address with its prefix length.
+// Prefix is Addr with its prefix length.
 func (s *Site) Prefix() netip.Prefix { return s.addr }
 
 // Netlink is a netlink handle inside the site's namespace, owned by the site.

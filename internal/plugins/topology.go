@@ -1,0 +1,24 @@
+package plugins
+
+import (
+	"fmt"
+
+	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+var _ scenario.TopologyChecker = Catalog{}
+
+// CheckTopology implements scenario.TopologyChecker: it makes the datapath
+// from its options, builds nothing, and asks datapath.CheckTopology.
+func (Catalog) CheckTopology(name string, opts map[string]any, topology string) error {
+	d, ok := Datapath(name)
+	if !ok {
+		return fmt.Errorf("unknown datapath %q", name)
+	}
+	dp, err := d.New(opts)
+	if err != nil {
+		return err
+	}
+	return datapath.CheckTopology(name, dp, topology)
+}
