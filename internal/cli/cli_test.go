@@ -312,3 +312,54 @@ func TestUpDown(t *testing.T) {
 		t.Errorf("left behind after down: %v", r)
 	}
 }
+
+// TestFailingDatapathIsRecordedAndRunGoesOn runs a datapath whose daemon
+// fails to start beside native: its trials are recorded as failed, naming
+// the datapath, the site and the daemon's own words, and native's trials
+// still run.
+func TestFailingDatapathIsRecordedAndRunGoesOn(t *testing.T) {
+	requireRoot(t)
+	p := filepath.Join(t.TempDir(), "broken.yaml")
+	os.WriteFile(p, []byte(`name: broken
+datapaths:
+  - native
+  - name: custom
+    label: broken
+    up: "echo relay refused to start >&2; exit 3"
+    target: "{peer_addr}:{port}"
+workloads:
+  - type: rr
+repetitions: 2
+duration: 300ms
+warmup: 0s
+`), 0o644)
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, code := spanperf(t, "run", "-f", p, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	recs, err := results.Load(dir)
+	if err != nil || len(recs) != 4 {
+		t.Fatalf("%d records (%v), want 4", len(recs), err)
+	}
+	for _, r := range recs {
+		switch r.Datapath {
+		case "native":
+			if r.Error != "" || r.Metrics[results.TransactionsPerS] <= 0 {
+				t.Errorf("native trial: error %q, metrics %v", r.Error, r.Metrics)
+			}
+		case "broken":
+			for _, want := range []string{"custom", "site a", "relay refused to start"} {
+				if !strings.Contains(r.Error, want) {
+					t.Errorf("failed trial's error lacks %q: %s", want, r.Error)
+				}
+			}
+		}
+	}
+	if !strings.Contains(out, "2 of 2 trials failed") {
+		t.Errorf("summary does not flag the failed trials:\n%s", out)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind: %v", r)
+	}
+}
