@@ -1,13 +1,10 @@
 package datapath_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io/fs"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,8 +72,8 @@ func TestIPsecProposals(t *testing.T) {
 			opts["proposal"] = prop
 			tb, link := datapathtest.Setup(t, netns.Spec{}, "ipsec", opts)
 			a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-			ipsecServe(t, b, link.Target(a, b, 7199))
-			if err := ipsecDial(a, link.Target(a, b, 7199), 10*time.Second); err != nil {
+			datapathtest.Serve(t, b, link.Target(a, b, 7199))
+			if err := datapathtest.Dial(a, link.Target(a, b, 7199), 10*time.Second); err != nil {
 				t.Error(err)
 			}
 		})
@@ -87,20 +84,7 @@ func TestIPsecProposals(t *testing.T) {
 // tunnels, on three sites.
 func TestIPsecFullMesh(t *testing.T) {
 	tb, link := datapathtest.Setup(t, netns.Spec{Sites: 3}, "ipsec", nil)
-	sites := tb.LocalSites()
-	for _, s := range sites {
-		ipsecServe(t, s, link.Target(s, s, 7199))
-	}
-	for _, from := range sites {
-		for _, to := range sites {
-			if from == to {
-				continue
-			}
-			if err := ipsecDial(from, link.Target(from, to, 7199), 10*time.Second); err != nil {
-				t.Errorf("%s → %s: %v", from.Name(), to.Name(), err)
-			}
-		}
-	}
+	datapathtest.AllReach(t, tb, link, 7199, 10*time.Second)
 }
 
 // TestIPsecWrongPSK: a site keyed with another PSK gets no SA and no
@@ -138,9 +122,9 @@ func TestIPsecWrongPSK(t *testing.T) {
 			}
 			t.Cleanup(func() { link.Close(context.Background()) })
 			a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-			ipsecServe(t, b, link.Target(b, b, 7199))
+			datapathtest.Serve(t, b, link.Target(b, b, 7199))
 			start := time.Now()
-			if err := ipsecDial(a, link.Target(a, b, 7199), 5*time.Second); err == nil {
+			if err := datapathtest.Dial(a, link.Target(a, b, 7199), 5*time.Second); err == nil {
 				t.Errorf("wrong PSK: traffic got through after %s", time.Since(start))
 			} else {
 				t.Logf("wrong PSK: no traffic in %s: %v", time.Since(start).Round(time.Millisecond), err)
@@ -332,49 +316,4 @@ func ipsecTUNs(t *testing.T, s *netns.Site) []string {
 		}
 	}
 	return out
-}
-
-// ipsecServe listens on ap in site and answers each connection with "ok\n".
-func ipsecServe(t *testing.T, site *netns.Site, ap netip.AddrPort) {
-	t.Helper()
-	var ln net.Listener
-	err := site.Do(func() (err error) {
-		ln, err = net.Listen("tcp", ap.String())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("ok\n"))
-			c.Close()
-		}
-	}()
-}
-
-// ipsecDial connects from site to ap and reads the server's "ok" within timeout.
-func ipsecDial(site *netns.Site, ap netip.AddrPort, timeout time.Duration) error {
-	return site.Do(func() error {
-		deadline := time.Now().Add(timeout)
-		c, err := net.DialTimeout("tcp", ap.String(), timeout)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(deadline)
-		line, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if line != "ok\n" {
-			return errors.New("unexpected answer " + strconv.Quote(line))
-		}
-		return nil
-	})
 }

@@ -3,7 +3,6 @@ package datapath_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -111,20 +110,7 @@ func TestWireGuardCarriesAll(t *testing.T) {
 // Every site reaches every other through the mesh.
 func TestWireGuardMesh(t *testing.T) {
 	tb, link := datapathtest.Setup(t, netns.Spec{Sites: 3}, "wireguard", map[string]any{"implementation": "auto", "listen_port": int64(4500), "mtu": int64(0)})
-	sites := tb.LocalSites()
-	for _, s := range sites {
-		wgListen(t, s, link.Target(s, s, 9000))
-	}
-	for _, from := range sites {
-		for _, to := range sites {
-			if from == to {
-				continue
-			}
-			if err := wgDial(from, link.Target(from, to, 9000), 3*time.Second); err != nil {
-				t.Errorf("%s to %s: %v", from.Name(), to.Name(), err)
-			}
-		}
-	}
+	datapathtest.AllReach(t, tb, link, 9000, 3*time.Second)
 }
 
 // A peer configured with the wrong public key carries nothing; with the
@@ -135,7 +121,7 @@ func TestWireGuardWrongKey(t *testing.T) {
 	run := tb.Spec().Run
 	aDev, bDev := datapath.WireGuardInterface(run, "a"), datapath.WireGuardInterface(run, "b")
 	target := link.Target(a, b, 9000)
-	wgListen(t, b, target)
+	datapathtest.Serve(t, b, target)
 
 	var right *wgtypes.Peer
 	wgWith(t, b, func(c *wgctrl.Client) error {
@@ -165,7 +151,7 @@ func TestWireGuardWrongKey(t *testing.T) {
 	}
 	wgSetPeerKey(t, a, aDev, peer, wrong.PublicKey())
 	start := time.Now()
-	err = wgDial(a, target, 2*time.Second)
+	err = datapathtest.Dial(a, target, 2*time.Second)
 	var nerr net.Error
 	if err == nil || !errors.As(err, &nerr) || !nerr.Timeout() {
 		t.Fatalf("dial through a peer with the wrong key: %v, want a timeout", err)
@@ -173,7 +159,7 @@ func TestWireGuardWrongKey(t *testing.T) {
 	t.Logf("wrong key: %v after %s", err, time.Since(start).Round(time.Millisecond))
 
 	wgSetPeerKey(t, a, aDev, peer, right.PublicKey)
-	if err := wgDial(a, target, 3*time.Second); err != nil {
+	if err := datapathtest.Dial(a, target, 3*time.Second); err != nil {
 		t.Fatalf("dial with the right key restored: %v", err)
 	}
 }
@@ -223,7 +209,7 @@ func TestWireGuardLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	if err := wgDial(tb.LocalSites()[0], link.Target(nil, tb.Sites()[1], 9), 3*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+	if err := datapathtest.Dial(tb.LocalSites()[0], link.Target(nil, tb.Sites()[1], 9), 3*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("dial to a closed port through the tunnel: %v, want connection refused (the peer answered)", err)
 	}
 
@@ -271,46 +257,6 @@ func TestWireGuardLeavesNothing(t *testing.T) {
 			}
 		}
 	}
-}
-
-// wgListen accepts TCP connections on addr inside site s until the test ends.
-func wgListen(t *testing.T, s *netns.Site, addr netip.AddrPort) {
-	t.Helper()
-	var ln net.Listener
-	err := s.Do(func() (err error) {
-		ln, err = net.Listen("tcp", addr.String())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "ok\n")
-			c.Close()
-		}
-	}()
-}
-
-// wgDial connects from inside site s to addr and, if it has a listener from
-// wgListen, reads its greeting.
-func wgDial(s *netns.Site, addr netip.AddrPort, timeout time.Duration) error {
-	return s.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr.String(), timeout)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(timeout))
-		b := make([]byte, 3)
-		_, err = io.ReadFull(c, b)
-		return err
-	})
 }
 
 // wgWith runs fn with a wgctrl client opened inside site s.

@@ -4,8 +4,13 @@
 package datapathtest
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -181,5 +186,72 @@ func checkLatency(t *testing.T, name string, r *workload.Result, rate string, co
 	}
 	if r.Histogram == "" {
 		t.Errorf("%s: no histogram", name)
+	}
+}
+
+// Serve listens on addr inside site and answers every connection with
+// "ok\n", until the test ends.
+func Serve(t testing.TB, site *netns.Site, addr netip.AddrPort) {
+	t.Helper()
+	var ln net.Listener
+	err := site.Do(func() (err error) {
+		ln, err = net.Listen("tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "ok\n")
+			c.Close()
+		}
+	}()
+}
+
+// Dial connects from inside site to a Serve listener at addr and reads its
+// answer, all within timeout.
+func Dial(site *netns.Site, addr netip.AddrPort, timeout time.Duration) error {
+	return site.Do(func() error {
+		deadline := time.Now().Add(timeout)
+		c, err := net.DialTimeout("tcp", addr.String(), timeout)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(deadline)
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if line != "ok\n" {
+			return fmt.Errorf("unexpected answer %q", line)
+		}
+		return nil
+	})
+}
+
+// AllReach serves port in every site and checks that every site reaches
+// every other through link, each dial within timeout.
+func AllReach(t *testing.T, tb *netns.Testbed, link *datapath.Link, port int, timeout time.Duration) {
+	t.Helper()
+	sites := tb.LocalSites()
+	for _, s := range sites {
+		Serve(t, s, link.Target(s, s, port))
+	}
+	for _, from := range sites {
+		for _, to := range sites {
+			if from == to {
+				continue
+			}
+			if err := Dial(from, link.Target(from, to, port), timeout); err != nil {
+				t.Errorf("%s → %s: %v", from.Name(), to.Name(), err)
+			}
+		}
 	}
 }
