@@ -1,0 +1,73 @@
+package runner_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/runner"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+func TestPlanInterleavesAndIsDeterministic(t *testing.T) {
+	s, err := scenario.Parse("p.yaml", []byte(`name: p
+datapaths: [native, vxlan, wireguard]
+workloads:
+  - type: stream
+    message_size: [1024, 65536]
+  - type: rr
+repetitions: 4
+`), plugins.Catalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := runner.Plan(s, 42), runner.Plan(s, 42)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("same seed, different plans")
+	}
+	if reflect.DeepEqual(a, runner.Plan(s, 43)) {
+		t.Error("different seeds, same plan")
+	}
+	if len(a) != 12 { // 4 reps × 3 datapaths
+		t.Fatalf("%d groups, want 12", len(a))
+	}
+	idx, keys := 0, map[string]bool{}
+	firstOrder := ""
+	sameOrder := true
+	for i, g := range a {
+		if g.Rep != i/3 {
+			t.Errorf("group %d is rep %d: repetitions must run in order", i, g.Rep)
+		}
+		if len(g.Trials) != 3 {
+			t.Errorf("group %d has %d trials, want 3 points", i, len(g.Trials))
+		}
+		for _, tr := range g.Trials {
+			if tr.Index != idx || tr.Rep != g.Rep || tr.Datapath.Label != g.Datapath.Label {
+				t.Errorf("trial %+v out of place in group %d", tr, i)
+			}
+			idx++
+			if keys[tr.Key()] {
+				t.Errorf("trial %s planned twice", tr.Key())
+			}
+			keys[tr.Key()] = true
+		}
+		if i%3 == 2 { // each rep runs every datapath once
+			seen := map[string]bool{a[i-2].Datapath.Label: true, a[i-1].Datapath.Label: true, g.Datapath.Label: true}
+			if len(seen) != 3 {
+				t.Errorf("rep %d does not run each datapath once: %v", g.Rep, seen)
+			}
+			order := a[i-2].Datapath.Label + a[i-1].Datapath.Label + g.Datapath.Label
+			if firstOrder == "" {
+				firstOrder = order
+			} else if order != firstOrder {
+				sameOrder = false
+			}
+		}
+	}
+	if len(keys) != 36 {
+		t.Errorf("%d distinct trials, want 36", len(keys))
+	}
+	if sameOrder {
+		t.Error("the datapath order is the same in every repetition: not shuffled")
+	}
+}
