@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,11 @@ type ClientSpec struct {
 	// Concurrency is the number of connections (rr) or of parallel
 	// connect–request–response–close loops (crr).
 	Concurrency int
+	// Rate, when > 0, makes rr open-loop: transactions per second across
+	// all connections, each connection sending at Rate/Concurrency on a
+	// fixed schedule, with latency measured from each request's intended
+	// send time (wrk2 semantics). 0 means closed loop.
+	Rate float64
 }
 
 // Validate reports a spec a client cannot run.
@@ -48,6 +54,10 @@ func (s ClientSpec) Validate() error {
 		return errors.New("agent: stream needs message size and streams ≥ 1")
 	case s.Mode != "stream" && (s.RequestSize < 1 || s.ResponseSize < 1 || s.Concurrency < 1):
 		return errors.New("agent: rr/crr need request size, response size and concurrency ≥ 1")
+	case !(s.Rate >= 0) || math.IsInf(s.Rate, 0):
+		return fmt.Errorf("agent: rate must be a finite number ≥ 0, got %g", s.Rate)
+	case s.Rate > 0 && s.Mode != "rr":
+		return fmt.Errorf("agent: rate applies to rr only, not %s", s.Mode)
 	}
 	return nil
 }
@@ -210,7 +220,8 @@ type paddedCounter struct {
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(60*time.Second), 3) }
 
-// runRR runs rr (persistent connections) and crr (a new connection per transaction).
+// runRR runs rr (persistent connections; paced when spec.Rate > 0, see
+// pacedConn) and crr (a new connection per transaction).
 func runRR(spec ClientSpec) (*Result, error) {
 	crr := spec.Mode == "crr"
 	defer reserveProcs(spec.Concurrency)()
@@ -243,7 +254,29 @@ func runRR(spec ClientSpec) (*Result, error) {
 	hists := make([]*hdrhistogram.Histogram, spec.Concurrency)
 	errs := make([]error, spec.Concurrency)
 	var wg sync.WaitGroup
-	for i := 0; i < spec.Concurrency; i++ {
+	paced := spec.Rate > 0
+	var lags []*hdrhistogram.Histogram
+	if paced {
+		lags = make([]*hdrhistogram.Histogram, spec.Concurrency)
+		t0 := time.Now()
+		for i := 0; i < spec.Concurrency; i++ {
+			hists[i], lags[i] = newHist(), newHist()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := pacedConn{c: conns[i], t0: t0, rate: spec.Rate, nconn: spec.Concurrency, index: i,
+					req: make([]byte, spec.RequestSize), resp: make([]byte, spec.ResponseSize),
+					hist: hists[i], lag: lags[i], count: &counters[i].n}
+				if err := w.run(&ck); err != nil {
+					errs[i] = fmt.Errorf("rr %d: %w", i, err)
+					ck.phase.Store(phaseStop)
+				}
+			}()
+		}
+	}
+	// Closed loop: each connection sends as soon as its previous response
+	// is in.
+	for i := 0; i < spec.Concurrency && !paced; i++ {
 		hists[i] = newHist()
 		wg.Add(1)
 		go func() {
@@ -320,6 +353,21 @@ func runRR(spec ClientSpec) (*Result, error) {
 	m["cpu_seconds_client"] = cpu1 - cpu0
 	m["transactions"] = float64(merged.TotalCount())
 	m["duration_s"] = elapsed.Seconds()
+	if paced {
+		m[results.TargetRate] = spec.Rate
+		m[results.Sustained] = 0
+		if m[rateName] >= results.SustainedFraction*spec.Rate {
+			m[results.Sustained] = 1
+		}
+		lag := newHist()
+		for _, h := range lags {
+			lag.Merge(h)
+		}
+		if lag.TotalCount() > 0 {
+			m[results.SendLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
+			m[results.SendLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
+		}
+	}
 	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
 		return nil, fmt.Errorf("encode histogram: %w", err)

@@ -12,7 +12,7 @@ import (
 // Main runs `spanperf agent SUBCOMMAND ...` and returns the exit status:
 //
 //	serve  [--listen ADDR]      serve every mode (prints a Ready line)
-//	client --mode stream|rr|crr --target ADDR:PORT [options]
+//	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: spanperf agent serve|client [flags]")
@@ -46,6 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&s.RequestSize, "request-size", 0, "request bytes (rr, crr)")
 		fs.IntVar(&s.ResponseSize, "response-size", 0, "response bytes (rr, crr)")
 		fs.IntVar(&s.Concurrency, "concurrency", 1, "connections (rr) or parallel loops (crr)")
+		fs.Float64Var(&s.Rate, "rate", 0, "rr only: offered transactions/s across all connections, paced, latency from the intended send time (0: closed loop)")
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}

@@ -216,17 +216,25 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 	for _, d := range plugins.Datapaths() {
 		fmt.Fprintf(tw, "  %s\t%s\n", d.Name, d.Summary)
 		for _, f := range d.Options {
-			fmt.Fprintf(tw, "    %s\t%s (default %s)\n", f.Name, f.Doc, results.FormatValue(f.Default))
+			fmt.Fprintf(tw, "    %s\t%s%s\n", f.Name, f.Doc, defaultNote(f))
 		}
 	}
 	fmt.Fprintln(tw, "\t\nWORKLOADS\t")
 	for _, w := range plugins.Workloads() {
 		fmt.Fprintf(tw, "  %s\t%s\n", w.Name, w.Summary)
 		for _, f := range w.Params {
-			fmt.Fprintf(tw, "    %s\t%s (default %s)\n", f.Name, f.Doc, results.FormatValue(f.Default))
+			fmt.Fprintf(tw, "    %s\t%s%s\n", f.Name, f.Doc, defaultNote(f))
 		}
 	}
 	return boolToStatus(tw.Flush() == nil)
+}
+
+// defaultNote says a field's default, if it has one.
+func defaultNote(f scenario.Field) string {
+	if f.Default == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (default %s)", results.FormatValue(f.Default))
 }
 
 func boolToStatus(ok bool) int {

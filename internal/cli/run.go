@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +113,14 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s)}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	// Sweeps of paced rr over CPU limits also get a sizing table.
+	var sizing bytes.Buffer
+	if printed, err := report.Sizing(&sizing, recs); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	} else if printed {
+		fmt.Fprintf(stdout, "\n%s", sizing.Bytes())
 	}
 	return 0
 }

@@ -46,6 +46,14 @@ var headlineMetrics = map[string][]string{
 	"crr":    {results.ConnectionsPerS, results.LatencyP50, results.LatencyP99},
 }
 
+// costMetrics follow a built-in workload's headline metrics when any of
+// its records carries them (runs with the CPU probe).
+var costMetrics = map[string][]string{
+	"stream": {results.CPUCoresDatapath, results.ThroughputBPSPerCore},
+	"rr":     {results.CPUCoresDatapath},
+	"crr":    {results.CPUCoresDatapath},
+}
+
 // maxErrorLen is how many characters of a failed trial's error a row shows.
 const maxErrorLen = 60
 
@@ -55,7 +63,9 @@ const maxErrorLen = 60
 //
 // Each cell of a headline metric (throughput_bps for stream;
 // transactions_per_s, latency_p50_s and latency_p99_s for rr;
-// connections_per_s and the two latencies for crr; for any other workload
+// connections_per_s and the two latencies for crr; then, when some record
+// of the workload carries them, cpu_cores_datapath and, for stream,
+// throughput_bps_per_core; for any other workload
 // those of throughput_bps, transactions_per_s, connections_per_s,
 // requests_per_s, latency_p50_s and latency_p99_s its records carry) shows
 // "median [lo, hi]" of the successful trials, as computed by
@@ -197,10 +207,24 @@ func buildTables(recs []results.Record, datapaths []string, baseline string) []t
 // metricsFor returns the headline metrics of a workload.
 func metricsFor(workload string, recs []results.Record) []string {
 	if m, ok := headlineMetrics[workload]; ok {
-		return m
+		return append(slices.Clip(m), present(costMetrics[workload], recs)...)
 	}
 	var out []string
 	for _, m := range fallbackMetrics {
+		for _, r := range recs {
+			if _, ok := r.Metrics[m]; ok {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// present returns the metrics of names that some record of recs carries.
+func present(names []string, recs []results.Record) []string {
+	var out []string
+	for _, m := range names {
 		for _, r := range recs {
 			if _, ok := r.Metrics[m]; ok {
 				out = append(out, m)

@@ -34,6 +34,7 @@ var (
 
 // scaleFor picks the unit family by the metric name's suffix.
 func scaleFor(metric string) scale {
+	metric = strings.TrimSuffix(metric, "_per_core") // a rate per core reads as the rate
 	switch {
 	case strings.HasSuffix(metric, "_bps"):
 		return bitsScale
@@ -66,6 +67,7 @@ func (sc scale) pick(v float64) unit {
 //	_per_s  a rate with an SI prefix: "12.3k/s", "1.20M/s", "850/s"
 //	_s      seconds as s, ms, µs or ns ("1.25 ms")
 //	_bytes  bytes as TiB, GiB, MiB, KiB or B (binary prefixes: "1.50 MiB")
+//	_per_core  as the rest of the name without it ("throughput_bps_per_core" as _bps)
 //	other   a plain number, with k, M, G or T from 1000 up ("0.734", "12.3k")
 //
 // Trailing zeros are kept, so every value shows 3 digits ("2.00 ms").

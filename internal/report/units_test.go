@@ -36,6 +36,8 @@ func TestFormatValue(t *testing.T) {
 		{"rss_bytes", 512, "512 B"},
 		{"rss_bytes", 2048, "2.00 KiB"},
 		{"cpu_cores_generator", 0.734, "0.734"},
+		{"throughput_bps_per_core", 1.026e8, "103 Mbit/s"},
+		{"transactions_per_s_per_core", 57700, "57.7k/s"},
 		{"cpu_cores_generator", 1.5, "1.50"},
 		{"retransmits", 12345, "12.3k"},
 		{"retransmits", 0.0001234, "1.23e-04"},

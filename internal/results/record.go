@@ -26,6 +26,115 @@ const (
 	CPUCoresGenerator = "cpu_cores_generator"
 )
 
+// CPU, memory and energy metrics (internal/probe and the runner). "Cores"
+// are CPU-seconds per second of the measured window: 1 is one CPU busy all
+// the time. Per-component metrics are named with For, e.g.
+// "cpu_cores{wireguard-go@a}".
+const (
+	// CPUCores is a component's process tree's user+system CPU, averaged
+	// over the window (per component).
+	CPUCores = "cpu_cores"
+	// CPUCoresPeak is the highest CPU of a component's process tree over one
+	// sampling interval (per component).
+	CPUCoresPeak = "cpu_cores_peak"
+	// RSSBytesMax and RSSBytesAvg are the largest and the mean resident set
+	// of a component's process tree over the samples (per component; pages
+	// shared between processes of the tree count once per process).
+	RSSBytesMax = "rss_bytes_max"
+	RSSBytesAvg = "rss_bytes_avg"
+	// CPUCoresDatapath is the CPU of every datapath process together (each
+	// process counted once), without the kernel's softirq work.
+	CPUCoresDatapath = "cpu_cores_datapath"
+	// CPUCoresUser, CPUCoresSystem, CPUCoresIRQ, CPUCoresSoftirq and
+	// CPUCoresBusy are machine-wide, from /proc/stat: every process and every
+	// interrupt on the machine, not only the trial's. User includes nice;
+	// busy is user+system+irq+softirq. Per CPU, softirq and busy are also
+	// recorded as For(CPUCoresSoftirq, "cpu0"), ...
+	CPUCoresUser    = "cpu_cores_user"
+	CPUCoresSystem  = "cpu_cores_system"
+	CPUCoresIRQ     = "cpu_cores_irq"
+	CPUCoresSoftirq = "cpu_cores_softirq"
+	CPUCoresBusy    = "cpu_cores_busy"
+	// ProbeWindow is the time the probe measured over, in seconds.
+	ProbeWindow = "probe_window_s"
+	// EnergyJoules is the machine's energy over the window: RAPL (every
+	// package and its DRAM) when the machine has it and it counts, else the
+	// estimate of the scenario's energy model (see probe.EnergyModel).
+	EnergyJoules = "energy_joules"
+	// EnergyEstimated is 1 when EnergyJoules is an estimate from CPU time,
+	// 0 when it was read from RAPL.
+	EnergyEstimated = "energy_estimated"
+	// EnergyRAPL is the key in Record.Missing that says why RAPL was not read.
+	EnergyRAPL = "energy_rapl"
+	// CPUSecondsClient and CPUSecondsServer are the CPU seconds (user+system)
+	// of the load generator's client and server agents over the window.
+	CPUSecondsClient = "cpu_seconds_client"
+	CPUSecondsServer = "cpu_seconds_server"
+	// ThroughputBPSPerCore, TransactionsPerSPerCore and
+	// ConnectionsPerSPerCore divide the workload's rate by the datapath's
+	// cores (see the runner for which cores).
+	ThroughputBPSPerCore    = "throughput_bps_per_core"
+	TransactionsPerSPerCore = "transactions_per_s_per_core"
+	ConnectionsPerSPerCore  = "connections_per_s_per_core"
+	// JoulesPerGigabyte is EnergyJoules per 10⁹ bytes the workload moved.
+	JoulesPerGigabyte = "joules_per_gigabyte"
+	// Bytes is the number of bytes a stream workload moved in the window.
+	Bytes = "bytes"
+	// DurationS is the measured window of the workload's client, in seconds.
+	DurationS = "duration_s"
+)
+
+// For names metric for one component (or CPU): "metric{name}".
+func For(metric, name string) string { return metric + "{" + name + "}" }
+
+// Open-loop (paced) rr metrics: the client sends on a fixed schedule and
+// measures latency from each request's intended send time.
+const (
+	// TargetRate is the offered rate in transactions per second.
+	TargetRate = "target_rate"
+	// Sustained is 1 when the achieved TransactionsPerS is at least
+	// SustainedFraction × TargetRate, else 0.
+	Sustained = "sustained"
+	// SendLagP50 and SendLagP99 are percentiles of how late a paced request
+	// left after its intended send time, over requests whose connection was
+	// idle and waiting for that time: the generator's own pacing error, in
+	// seconds. Requests sent late because their connection was still busy
+	// are not in them (their wait is latency, not pacing error).
+	SendLagP50 = "send_lag_p50_s"
+	SendLagP99 = "send_lag_p99_s"
+)
+
+// SustainedFraction is the share of the offered rate a paced run must achieve
+// to count as sustained (as Skupper's sizing guide marks cells).
+const SustainedFraction = 0.95
+
+// Cgroup metrics (the runner puts each datapath process in a cgroup of its
+// own; see internal/cgroup). Both are per component, named with For.
+const (
+	// CgroupCPUCores is the CPU charged to a component's cgroup over the
+	// measured window, in cores.
+	CgroupCPUCores = "cgroup_cpu_cores"
+	// CPULimitCores is the CPU limit (CFS quota) a component ran under, in
+	// cores; absent for a component without a limit.
+	CPULimitCores = "cpu_limit_cores"
+)
+
+// CPULimitParam names the parameter that carries the CPU limit of the
+// scenario's limits key key (a component name or role) in Record.Params:
+// "limit.KEY.cpu", its value the limit in cores (float64).
+func CPULimitParam(key string) string { return "limit." + key + ".cpu" }
+
+// ParseCPULimitParam returns the limits key of a parameter named by
+// CPULimitParam, and whether name is one.
+func ParseCPULimitParam(name string) (key string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "limit.")
+	if !ok {
+		return "", false
+	}
+	key, ok = strings.CutSuffix(rest, ".cpu")
+	return key, ok && key != ""
+}
+
 // Params is one point of the expanded matrix: parameter name to value
 // (int64, float64, string, bool; durations as strings).
 type Params map[string]any

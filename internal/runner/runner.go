@@ -125,10 +125,16 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			err = errors.Join(err, fmt.Errorf("teardown %s: %w", g.Datapath.Label, cerr))
 		}
 	}()
+	// Each datapath process in a cgroup of its own, for its CPU limit and
+	// usage; removed before the link and testbed go, on every path out.
+	cgs := newComponentCgroups(tb.Ledger().Run(), tb.Ledger(), link.Components)
+	defer func() { err = errors.Join(err, cgs.Close()) }()
 	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
-		rec := runTrial(ctx, o, t, link, client, server, target)
+		rec := cgs.run(o, t, func() results.Record {
+			return runTrial(ctx, o, t, link, client, server, target)
+		})
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -191,7 +197,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.Warmup+s.Duration+trialSlack)
 	defer cancel()
-	res, err := winfo.New().Run(tctx, env)
+	res, probed, err := runProbed(tctx, s, link.Components, func() (*workload.Result, error) { return winfo.New().Run(tctx, env) })
 	rec.End = time.Now()
 	if link.Alive != nil {
 		if derr := link.Alive(); derr != nil {
@@ -203,6 +209,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		return rec
 	}
 	rec.Metrics, rec.Series, rec.Histogram = res.Metrics, res.Series, res.Histogram
+	probed.addTo(&rec)
 	return rec
 }
 

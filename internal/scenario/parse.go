@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -17,7 +18,7 @@ import (
 // topKeys are the keys a scenario file accepts at the top level.
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
-		"repetitions", "duration", "warmup", "seed"}
+		"repetitions", "duration", "warmup", "seed", "limits", "energy"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -214,9 +215,59 @@ func (p *parser) scenario(data []byte) *Scenario {
 			if x, ok := p.value(KindInt, v, kp); ok {
 				s.Seed = x.(int64)
 			}
+		case "limits":
+			s.Limits = p.limits(v, kp)
+		case "energy":
+			p.mapping(v, kp, []string{"idle_watts", "watts_per_core"}, func(key, kp string, v *yaml.Node) {
+				x, ok := p.top(KindFloat, v, kp)
+				switch {
+				case !ok:
+				case key == "idle_watts":
+					s.Energy.IdleWatts = x.(float64)
+				default:
+					s.Energy.WattsPerCore = x.(float64)
+				}
+			})
 		}
 	})
 	return s
+}
+
+// limits decodes the limits mapping n: component name or role to a
+// mapping of resource limits.
+func (p *parser) limits(n *yaml.Node, path string) map[string]Limit {
+	out := map[string]Limit{}
+	p.mapping(n, path, nil, func(key, kp string, v *yaml.Node) {
+		var lim Limit
+		p.mapping(v, kp, []string{"cpu"}, func(_, kp string, v *yaml.Node) {
+			lim.CPU = p.floats(v, kp)
+		})
+		out[key] = lim
+	})
+	return out
+}
+
+// floats decodes a number or a list of numbers at key path path; a value
+// that is not a number is reported and kept as NaN.
+func (p *parser) floats(n *yaml.Node, path string) []float64 {
+	d := deref(n)
+	items := []*yaml.Node{n}
+	if d.Kind == yaml.SequenceNode {
+		if items = d.Content; len(items) == 0 {
+			p.errorf(n, path, "empty list")
+			return nil
+		}
+	}
+	out := make([]float64, len(items))
+	for j, e := range items {
+		ek := elemKey(path, j, len(items))
+		p.lines[ek] = e.Line
+		out[j] = math.NaN()
+		if x, ok := p.value(KindFloat, e, ek); ok {
+			out[j] = x.(float64)
+		}
+	}
+	return out
 }
 
 // datapath decodes entry n of the datapaths list: a name or a mapping.

@@ -100,6 +100,7 @@ seed: -7
 		},
 		Repetitions: 3,
 		Duration:    time.Minute,
+		Energy:      Energy{WattsPerCore: DefaultWattsPerCore},
 		Seed:        -7,
 	}
 	if !reflect.DeepEqual(s, want) {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +37,9 @@ func (s *Scenario) Normalize(cat Catalog) {
 	}
 	if s.Duration == 0 {
 		s.Duration = 10 * time.Second
+	}
+	if s.Energy.WattsPerCore == 0 {
+		s.Energy.WattsPerCore = DefaultWattsPerCore
 	}
 	for i := range s.Datapaths {
 		d := &s.Datapaths[i]
@@ -128,6 +133,13 @@ func checkTop(key string, v any) string {
 		if hi >= 0 && x > hi {
 			return fmt.Sprintf("must be ≤ %d, got %d", hi, x)
 		}
+	case float64:
+		switch {
+		case key == "energy.watts_per_core" && !(x > 0 && x < 1e9):
+			return fmt.Sprintf("must be > 0 and < 1e9 watts, got %v", x)
+		case key == "energy.idle_watts" && !(x >= 0 && x < 1e9):
+			return fmt.Sprintf("must be ≥ 0 and < 1e9 watts, got %v", x)
+		}
 	case time.Duration:
 		if key == "duration" && x <= 0 {
 			return fmt.Sprintf("must be > 0, got %v", x)
@@ -145,12 +157,14 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		ps = append(ps, problem{subject, at, fmt.Sprintf(format, args...)})
 	}
 	for key, v := range map[string]any{
-		"sites":       int64(s.Sites),
-		"wan.mtu":     int64(s.WAN.MTU),
-		"wan.rate":    s.WAN.RateBPS,
-		"repetitions": int64(s.Repetitions),
-		"duration":    s.Duration,
-		"warmup":      s.Warmup,
+		"sites":                 int64(s.Sites),
+		"wan.mtu":               int64(s.WAN.MTU),
+		"wan.rate":              s.WAN.RateBPS,
+		"repetitions":           int64(s.Repetitions),
+		"duration":              s.Duration,
+		"warmup":                s.Warmup,
+		"energy.idle_watts":     s.Energy.IdleWatts,
+		"energy.watts_per_core": s.Energy.WattsPerCore,
 	} {
 		if msg := checkTop(key, v); msg != "" {
 			add(key, "", "%s", msg)
@@ -216,11 +230,12 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		} else {
 			ps = append(ps, checkParams(path, fields, w.Params, true)...)
 		}
-		if len(ps) == n && matrixSize(w) > maxPoints {
+		if len(ps) == n && min(matrixSize(w)*s.limitPointCount(), maxPoints+1) > maxPoints {
 			add(path, "", "matrix has more than %d points", maxPoints)
 		}
 		clean = clean && len(ps) == n
 	}
+	ps = append(ps, s.limitProblems()...)
 	if clean {
 		// Equal points would be equal trials, which records cannot tell apart.
 		seen := map[string]int{}
@@ -239,6 +254,70 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 	}
 	return ps
+}
+
+// limitKey matches the keys of limits: component names ("wireguard-go@a")
+// and roles ("relay").
+var limitKey = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
+
+// limitProblems checks s.Limits.
+func (s *Scenario) limitProblems() []problem {
+	var ps []problem
+	for _, key := range slices.Sorted(maps.Keys(s.Limits)) {
+		kp := join("limits", key)
+		if !limitKey.MatchString(key) {
+			ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("%q is not a component name or role (letters, digits and . _ - @ :)", key)})
+			continue
+		}
+		cpu := s.Limits[key].CPU
+		cp := join(kp, "cpu")
+		if len(cpu) == 0 {
+			ps = append(ps, problem{subject: cp, at: kp, msg: `missing required key "cpu"`})
+		}
+		for j, c := range cpu {
+			ek := elemKey(cp, j, len(cpu))
+			switch {
+			case !(c > 0) || math.IsInf(c, 0):
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("must be > 0, got %v", c)})
+			case slices.Index(cpu, c) < j:
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("duplicate value %v", c)})
+			}
+		}
+	}
+	return ps
+}
+
+// limitPointCount is how many points the limits add to each workload
+// point (the product of their list lengths), saturating at maxPoints+1.
+func (s *Scenario) limitPointCount() int {
+	n := 1
+	for _, l := range s.Limits {
+		n = min(n*max(len(l.CPU), 1), maxPoints+1)
+	}
+	return n
+}
+
+// limitPoints expands s.Limits into the cross product of its lists, each a
+// set of parameters named by results.CPULimitParam; the alphabetically first
+// key varies slowest. Without limits it is one empty set.
+func (s *Scenario) limitPoints() []results.Params {
+	pts := []results.Params{{}}
+	for _, key := range slices.Sorted(maps.Keys(s.Limits)) {
+		cpu := s.Limits[key].CPU
+		if len(cpu) == 0 {
+			continue
+		}
+		next := make([]results.Params, 0, len(pts)*len(cpu))
+		for _, pt := range pts {
+			for _, c := range cpu {
+				q := maps.Clone(pt)
+				q[results.CPULimitParam(key)] = c
+				next = append(next, q)
+			}
+		}
+		pts = next
+	}
+	return pts
 }
 
 // checkParams checks the values of the fields of one datapath (lists false:
@@ -340,11 +419,20 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 // Points expands every workload entry, in file order, into the cross
 // product of its parameter lists. Within an entry the alphabetically first
 // parameter varies slowest and each list is taken in file order. Durations
-// become their String form.
+// become their String form. When the scenario has limits, each point is
+// crossed with every combination of them, which vary fastest: the
+// parameter results.CPULimitParam(key) holds the CPU limit of key, in cores.
 func (s *Scenario) Points() []Point {
+	lims := s.limitPoints()
 	var pts []Point
 	for _, w := range s.Workloads {
-		pts = append(pts, w.points()...)
+		for _, pt := range w.points() {
+			for _, lp := range lims {
+				p := maps.Clone(pt.Params)
+				maps.Copy(p, lp)
+				pts = append(pts, Point{Workload: pt.Workload, Params: p})
+			}
+		}
 	}
 	return pts
 }

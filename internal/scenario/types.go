@@ -122,6 +122,20 @@ type WAN struct {
 	RateBPS int64 `json:"rate_bps"`
 }
 
+// DefaultWattsPerCore is Energy.WattsPerCore when the file leaves it out.
+const DefaultWattsPerCore = 10
+
+// Energy is a linear model of a machine's power, used where RAPL cannot be
+// read: joules = (IdleWatts + WattsPerCore × busy cores) × seconds, with
+// busy cores machine-wide. The default attributes only the busy part.
+type Energy struct {
+	// IdleWatts is what the machine draws idle; default 0.
+	IdleWatts float64 `json:"idle_watts"`
+	// WattsPerCore is what one fully busy core adds (> 0); default
+	// DefaultWattsPerCore.
+	WattsPerCore float64 `json:"watts_per_core"`
+}
+
 // DatapathSpec is one entry of the datapaths list.
 type DatapathSpec struct {
 	// Name is the registered datapath name, e.g. "vxlan".
@@ -171,8 +185,26 @@ type Scenario struct {
 	// Warmup runs before each trial's measured part and is not counted;
 	// default 1s.
 	Warmup time.Duration `json:"warmup"`
+	// Energy is the model that estimates a trial's energy from CPU time
+	// where RAPL cannot be read (`energy: {idle_watts: X, watts_per_core: Y}`).
+	Energy Energy `json:"energy"`
 	// Seed orders the trials; 0 picks one at run time (recorded in the manifest).
 	Seed int64 `json:"seed,omitempty"`
+	// Limits caps the resources of datapath components, by component name
+	// (e.g. "wireguard-go@a") or role (e.g. "relay"): every component whose
+	// name or role is the key gets the limit. Each list of values is a
+	// dimension of the matrix (see Points).
+	Limits map[string]Limit `json:"limits,omitempty"`
+}
+
+// Limit is the resource limit of the components one key of
+// Scenario.Limits names.
+type Limit struct {
+	// CPU lists CPU limits in cores (> 0), each enforced as a CFS quota of
+	// that many CPUs; a file's single value is a one-element list. Every
+	// value is its own point of the matrix, with the parameter
+	// results.CPULimitParam(key).
+	CPU []float64 `json:"cpu,omitempty"`
 }
 
 // Point is one workload at one point of its matrix.

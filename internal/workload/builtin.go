@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/probe"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
@@ -41,11 +42,13 @@ func StreamInfo() Info {
 func RRInfo() Info {
 	return Info{
 		Name:    "rr",
-		Summary: "TCP request/response on persistent connections, closed loop: transactions/s, latency percentiles",
+		Summary: "TCP request/response on persistent connections, closed loop or paced at a rate: transactions/s, latency percentiles",
 		Params: []scenario.Field{
 			sizeField("request_size", "request bytes", 64),
 			sizeField("response_size", "response bytes", 64),
 			countField("concurrency", "connections, each with one transaction in flight"),
+			{Name: "rate", Kind: scenario.KindFloat, HasMin: true, Min: 0, List: true,
+				Doc: "offered transactions/s across all connections, paced (open loop, latency from the intended send time, as wrk2); unset or 0: closed loop"},
 		},
 		New: func() Workload { return &agentWorkload{mode: "rr"} },
 	}
@@ -78,6 +81,7 @@ var flagNames = map[string]string{
 	"request_size":  "--request-size",
 	"response_size": "--response-size",
 	"concurrency":   "--concurrency",
+	"rate":          "--rate",
 }
 
 func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
@@ -100,6 +104,8 @@ func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	srvCPU := watchCPU(srv.PID(), env.Warmup, env.Duration)
+	defer srvCPU.stop()
 	limit := env.Warmup + env.Duration + 30*time.Second
 	if err := waitProcess(ctx, cli, limit); err != nil {
 		var res agent.Result
@@ -120,7 +126,62 @@ func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
 	if res.Error != "" {
 		return nil, fmt.Errorf("%s client: %s", w.mode, res.Error)
 	}
+	if secs, ok := srvCPU.seconds(); ok && res.Metrics != nil {
+		res.Metrics[results.CPUSecondsServer] = secs
+	}
 	return &Result{Metrics: res.Metrics, Series: res.Series, Histogram: res.Histogram}, nil
+}
+
+// cpuWindow reads a process tree's CPU time warmup and warmup+duration
+// after it is made, just after the client starts: the client's measured
+// window, shifted early by the client's start-up and dial, which shift
+// both ends alike.
+type cpuWindow struct {
+	pid    int
+	t0, t1 *time.Timer
+	c0, c1 chan cpuReading
+}
+
+type cpuReading struct {
+	secs float64
+	err  error
+}
+
+func watchCPU(pid int, warmup, duration time.Duration) *cpuWindow {
+	w := &cpuWindow{pid: pid, c0: make(chan cpuReading, 1), c1: make(chan cpuReading, 1)}
+	w.t0 = time.AfterFunc(warmup, func() { w.c0 <- w.read() })
+	w.t1 = time.AfterFunc(warmup+duration, func() { w.c1 <- w.read() })
+	return w
+}
+
+func (w *cpuWindow) read() cpuReading {
+	s, err := probe.TreeCPUSeconds(w.pid)
+	return cpuReading{s, err}
+}
+
+// seconds returns the CPU seconds used in the window, ending it now if it
+// has not ended; false when the window never began or a read failed.
+func (w *cpuWindow) seconds() (float64, bool) {
+	if w.t0.Stop() {
+		w.t1.Stop()
+		return 0, false
+	}
+	r0 := <-w.c0
+	r1 := cpuReading{}
+	if w.t1.Stop() {
+		r1 = w.read()
+	} else {
+		r1 = <-w.c1
+	}
+	if r0.err != nil || r1.err != nil || r1.secs < r0.secs {
+		return 0, false
+	}
+	return r1.secs - r0.secs, true
+}
+
+func (w *cpuWindow) stop() {
+	w.t0.Stop()
+	w.t1.Stop()
 }
 
 // waitProcess waits for p to exit, stopping it when ctx is done or limit passes.

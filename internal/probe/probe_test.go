@@ -1,0 +1,558 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// childEnv makes the test binary act as a test child (see TestMain).
+const childEnv = "SPANPERF_PROBE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "busy-then-exit":
+		runtime.GOMAXPROCS(1)
+		for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+		}
+		os.Exit(0)
+	case "alloc":
+		// 200 MiB, every page written, then held.
+		b := make([]byte, 200<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		fmt.Println("ready")
+		time.Sleep(time.Minute)
+		runtime.KeepAlive(b)
+		os.Exit(0)
+	}
+	os.Exit(2)
+}
+
+const mib = 1 << 20
+
+// child returns the command for the test binary in child mode, or for argv
+// when mode is "".
+func child(t *testing.T, mode string, argv ...string) *exec.Cmd {
+	t.Helper()
+	if mode != "" {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		argv = []string{exe}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), childEnv+"="+mode)
+	if mode == "" {
+		cmd.Env = os.Environ()
+	}
+	return cmd
+}
+
+func start(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its process group: the child and what it started
+		cmd.Wait()
+	})
+	return cmd.Process.Pid
+}
+
+// measure probes the components for window, starting now.
+func measure(t *testing.T, window time.Duration, comps ...results.Component) Result {
+	t.Helper()
+	p, err := Start(context.Background(), Spec{Interval: 100 * time.Millisecond, Components: comps, Window: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(window + 50*time.Millisecond)
+	return p.Stop()
+}
+
+// retryOnce runs f, and once more if it fails: the machine is shared, so a
+// known-answer CPU figure may be off once.
+func retryOnce(t *testing.T, f func() error) {
+	t.Helper()
+	err := f()
+	if err == nil {
+		return
+	}
+	t.Logf("first attempt: %v; retrying once", err)
+	if err := f(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdleProcess(t *testing.T) {
+	pid := start(t, child(t, "", "sleep", "30"))
+	retryOnce(t, func() error {
+		r := measure(t, 1500*time.Millisecond, results.Component{Name: "sleep", PID: pid})
+		got, ok := r.Metrics[results.For(results.CPUCores, "sleep")]
+		t.Logf("idle sleep: %.4f cores, rss max %.0f bytes", got, r.Metrics[results.For(results.RSSBytesMax, "sleep")])
+		switch {
+		case !ok:
+			return fmt.Errorf("no cpu_cores{sleep}; missing %v", r.Missing)
+		case got >= 0.02:
+			return fmt.Errorf("idle process: %.3f cores, want < 0.02", got)
+		case r.Metrics[results.For(results.RSSBytesMax, "sleep")] <= 0:
+			return errors.New("idle process: no RSS")
+		}
+		return nil
+	})
+}
+
+// schedstat sums the time pid's threads ran and waited for a CPU.
+func schedstat(t *testing.T, pid int) (run, wait float64) {
+	t.Helper()
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var r, w float64
+		if _, err := fmt.Sscan(string(b), &r, &w); err == nil {
+			run, wait = run+r/1e9, wait+w/1e9
+		}
+	}
+	return run, wait
+}
+
+// checkBusy measures component c, whose process busy spins, and checks
+// the figure against the kernel's own account of busy's run time
+// (schedstat, a counter apart from the utime+stime the probe reads): they
+// must agree within 0.1 cores, and the loop must measure > 0.7 cores
+// unless other work on this shared machine kept it waiting for a CPU
+// more than 15% of the time, which schedstat also tells.
+func checkBusy(t *testing.T, c results.Component, busy int) error {
+	run0, wait0 := schedstat(t, busy)
+	t0 := time.Now()
+	r := measure(t, 1500*time.Millisecond, c, results.Component{Name: "kernel"})
+	run1, wait1 := schedstat(t, busy)
+	wall := time.Since(t0).Seconds()
+	ran, waited := (run1-run0)/wall, (wait1-wait0)/wall
+	got := r.Metrics[results.For(results.CPUCores, c.Name)]
+	peak := r.Metrics[results.For(results.CPUCoresPeak, c.Name)]
+	t.Logf("busy loop: %.3f cores (peak %.3f); schedstat: ran %.3f, waited for a CPU %.3f of the time; machine busy %.3f cores",
+		got, peak, ran, waited, r.Metrics[results.CPUCoresBusy])
+	switch {
+	case math.Abs(got-ran) > 0.1:
+		return fmt.Errorf("busy loop: %.3f cores, but schedstat says it ran %.3f of the time", got, ran)
+	case peak < got || peak > 1.3:
+		return fmt.Errorf("busy loop: peak %.3f cores, want between the average %.3f and 1.3", peak, got)
+	case got <= 0.7 && waited <= 0.15:
+		return fmt.Errorf("busy loop: %.3f cores, want > 0.7", got)
+	case got <= 0.7:
+		t.Logf("the machine is contended (the loop waited %.0f%% of the time): > 0.7 cores not checked", waited*100)
+	}
+	return nil
+}
+
+func TestBusyProcess(t *testing.T) {
+	pid := start(t, child(t, "", "sh", "-c", "while :; do :; done"))
+	retryOnce(t, func() error { return checkBusy(t, results.Component{Name: "busy@a", PID: pid}, pid) })
+	// The datapath total of one component is that component.
+	r := measure(t, 500*time.Millisecond, results.Component{Name: "busy@a", PID: pid}, results.Component{Name: "kernel"})
+	if got, dp := r.Metrics[results.For(results.CPUCores, "busy@a")], r.Metrics[results.CPUCoresDatapath]; math.Abs(got-dp) > 1e-9 {
+		t.Errorf("cpu_cores_datapath %.3f, want the one component's %.3f", dp, got)
+	}
+	if r.Metrics[results.CPUCoresBusy] <= 0 || r.Metrics[results.CPUCoresBusy] > float64(runtime.NumCPU())+0.05 {
+		t.Errorf("machine busy %.3f cores with a busy loop running, want in (0, %d]", r.Metrics[results.CPUCoresBusy], runtime.NumCPU())
+	}
+}
+
+// A component is its process and every descendant: a busy loop under an
+// idle shell counts for the shell's component.
+func TestBusyDescendant(t *testing.T) {
+	pid := start(t, child(t, "", "sh", "-c", "sh -c 'while :; do :; done' & wait"))
+	var busy int
+	for i := 0; i < 50 && busy == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)); err == nil {
+			fmt.Sscan(string(b), &busy)
+		}
+	}
+	if busy == 0 {
+		t.Fatal("the shell started no child")
+	}
+	retryOnce(t, func() error { return checkBusy(t, results.Component{Name: "sh", PID: pid}, busy) })
+}
+
+func TestRSS200MiB(t *testing.T) {
+	cmd := child(t, "alloc")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := start(t, cmd)
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	r := measure(t, 500*time.Millisecond, results.Component{Name: "alloc", PID: pid})
+	mx, avg := r.Metrics[results.For(results.RSSBytesMax, "alloc")], r.Metrics[results.For(results.RSSBytesAvg, "alloc")]
+	t.Logf("200 MiB child: rss max %.1f MiB, avg %.1f MiB", mx/mib, avg/mib)
+	if mx < 200*mib || avg < 200*mib || avg > mx {
+		t.Errorf("rss max %.1f MiB, avg %.1f MiB: want both ≥ 200 MiB, avg ≤ max", mx/mib, avg/mib)
+	}
+}
+
+// A process that exits mid-window keeps the CPU it was measured using.
+func TestVanishedProcessKeepsWhatWasMeasured(t *testing.T) {
+	pid := start(t, child(t, "busy-then-exit"))
+	r := measure(t, 1500*time.Millisecond, results.Component{Name: "brief", PID: pid})
+	got, ok := r.Metrics[results.For(results.CPUCores, "brief")]
+	t.Logf("busy 0.6 s then exit, over %.2f s: %.3f cores", r.Metrics[results.ProbeWindow], got)
+	if !ok || got < 0.1 || got > 0.6 {
+		t.Errorf("cpu_cores{brief} = %.3f (present %v), want between 0.1 and 0.6; missing %v", got, ok, r.Missing)
+	}
+}
+
+func TestUnreadableComponentIsMissing(t *testing.T) {
+	r := measure(t, 300*time.Millisecond,
+		results.Component{Name: "ghost@a", PID: 1 << 30}, results.Component{Name: "kernel"})
+	for _, m := range []string{results.CPUCores, results.CPUCoresPeak, results.RSSBytesMax, results.RSSBytesAvg} {
+		k := results.For(m, "ghost@a")
+		if _, ok := r.Metrics[k]; ok {
+			t.Errorf("%s measured for a process that does not exist", k)
+		}
+		if !strings.Contains(r.Missing[k], "not found") {
+			t.Errorf("missing[%s] = %q, want a reason with \"not found\"", k, r.Missing[k])
+		}
+	}
+	if _, ok := r.Missing[results.CPUCoresDatapath]; !ok {
+		t.Errorf("cpu_cores_datapath not missing although a component was not measured: %v", r.Metrics)
+	}
+	if _, ok := r.Metrics[results.CPUCoresSoftirq]; !ok {
+		t.Errorf("no machine-wide figures: missing %v", r.Missing)
+	}
+}
+
+func TestStopBeforeDelay(t *testing.T) {
+	p, err := Start(context.Background(), Spec{Delay: time.Hour, Components: []results.Component{{Name: "self", PID: os.Getpid()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Stop()
+	if len(r.Metrics) != 0 {
+		t.Errorf("metrics %v, want none", r.Metrics)
+	}
+	for _, k := range []string{results.For(results.CPUCores, "self"), results.CPUCoresSoftirq, results.EnergyJoules} {
+		if !strings.Contains(r.Missing[k], "before the probe's window") {
+			t.Errorf("missing[%s] = %q", k, r.Missing[k])
+		}
+	}
+	if r2 := p.Stop(); len(r2.Missing) != len(r.Missing) {
+		t.Error("second Stop returned another result")
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, s := range []Spec{
+		{Interval: -1}, {Delay: -1}, {Window: -1},
+		{Energy: EnergyModel{IdleWatts: -1}}, {Energy: EnergyModel{WattsPerCore: math.NaN()}},
+	} {
+		if _, err := Start(context.Background(), s); err == nil {
+			t.Errorf("Start(%+v) accepted", s)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with spaces and parentheses, as a process may set.
+	line := "4242 (a (b) c) S 17 4242 4242 0 -1 4194560 130 0 0 0 251 37 0 0 20 0 3 0 99887 12345678 5120 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	st, err := parseProcStat([]byte(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (procStat{ppid: 17, ticks: 288, start: 99887, rssPages: 5120}); st != want {
+		t.Errorf("parsed %+v, want %+v", st, want)
+	}
+	if _, err := parseProcStat([]byte("4242 (x) S 1 2")); err == nil {
+		t.Error("short line accepted")
+	}
+}
+
+func TestUserHZ(t *testing.T) {
+	if hz := userHZ(); hz != 100 && hz != 1024 && hz != 250 && hz != 1000 {
+		t.Errorf("USER_HZ = %v", hz)
+	}
+}
+
+func readFixture(t *testing.T, name string) cpuStat {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := parseCPUStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The fixtures are /proc/stat of this 2-CPU machine read 1 s apart while
+// iperf3 ran over loopback. Aggregate deltas, in ticks of 1/100 s: user
+// 13, nice 0, system 104, idle 40, iowait 0, irq 0, softirq 48; cpu0: user
+// 7, system 50, softirq 23; cpu1: user 7, system 53, softirq 26.
+func TestKernelMetricsFixture(t *testing.T) {
+	a, b := readFixture(t, "proc_stat_a"), readFixture(t, "proc_stat_b")
+	got := kernelMetrics(a, b, 100, 1.0)
+	want := map[string]float64{
+		results.CPUCoresUser:                         0.13,
+		results.CPUCoresSystem:                       1.04,
+		results.CPUCoresIRQ:                          0,
+		results.CPUCoresSoftirq:                      0.48,
+		results.CPUCoresBusy:                         1.65, // 13 + 104 + 0 + 48
+		results.For(results.CPUCoresSoftirq, "cpu0"): 0.23,
+		results.For(results.CPUCoresBusy, "cpu0"):    0.80,
+		results.For(results.CPUCoresSoftirq, "cpu1"): 0.26,
+		results.For(results.CPUCoresBusy, "cpu1"):    0.86,
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d metrics, want %d: %v", len(got), len(want), got)
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s = %v, want %v", k, g, w)
+		}
+	}
+	// Over 2 s the same ticks are half the cores.
+	if g := kernelMetrics(a, b, 100, 2.0)[results.CPUCoresSoftirq]; math.Abs(g-0.24) > 1e-9 {
+		t.Errorf("softirq over 2 s = %v, want 0.24", g)
+	}
+	// A counter that went backwards (CPU offlined and back) is 0, not a wrap.
+	if g := kernelMetrics(b, a, 100, 1.0)[results.CPUCoresBusy]; g != 0 {
+		t.Errorf("busy backwards = %v, want 0", g)
+	}
+	if _, err := parseCPUStat([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("a /proc/stat without a cpu line was accepted")
+	}
+}
+
+// The energy model's arithmetic on the recorded sample: 1.65 busy cores
+// over 1 s.
+func TestEnergyEstimate(t *testing.T) {
+	a, b := readFixture(t, "proc_stat_a"), readFixture(t, "proc_stat_b")
+	busy := kernelMetrics(a, b, 100, 1.0)[results.CPUCoresBusy]
+	var def EnergyModel
+	def.Normalize()
+	for _, c := range []struct {
+		m          EnergyModel
+		busy, secs float64
+		want       float64
+	}{
+		{def, busy, 1, 16.5},                     // 10 W × 1.65 cores × 1 s
+		{def, busy, 10, 165},                     // ten times as long
+		{def, 2 * busy, 1, 33},                   // twice the CPU, twice the energy
+		{EnergyModel{20, 7.5}, busy, 1, 32.375},  // (20 + 7.5 × 1.65) × 1
+		{EnergyModel{20, 7.5}, 0, 3, 60},         // idle only
+		{EnergyModel{0, 10}, busy, 0, 0},         // no time, no energy
+		{EnergyModel{5, 12}, busy, 2.5, 62.0000}, // (5 + 12 × 1.65) × 2.5
+	} {
+		if got := c.m.Joules(c.busy, c.secs); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%+v.Joules(%v, %v) = %v, want %v", c.m, c.busy, c.secs, got, c.want)
+		}
+	}
+}
+
+// fakeProc makes a /proc with only stat and uptime; set changes stat.
+func fakeProc(t *testing.T) (root string, set func(fixture string)) {
+	root = t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "uptime"), []byte("1000.00 1500.00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, func(fixture string) {
+		b, err := os.ReadFile(filepath.Join("testdata", fixture))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "stat"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Without RAPL, the sampler estimates energy from the machine's busy cores
+// and says so.
+func TestSamplerEstimatesEnergyWithoutRAPL(t *testing.T) {
+	proc, set := fakeProc(t)
+	spec := Spec{Proc: proc, Powercap: filepath.Join(t.TempDir(), "absent"), Energy: EnergyModel{IdleWatts: 20, WattsPerCore: 7.5}}
+	spec.Normalize()
+	s := newSampler(spec)
+	t0 := time.Now()
+	set("proc_stat_a")
+	s.sample(t0)
+	set("proc_stat_b")
+	s.sample(t0.Add(time.Second))
+	r := s.result()
+	if got := r.Metrics[results.EnergyJoules]; math.Abs(got-32.375) > 1e-9 {
+		t.Errorf("energy_joules = %v, want 32.375", got)
+	}
+	if got, ok := r.Metrics[results.EnergyEstimated]; !ok || got != 1 {
+		t.Errorf("energy_estimated = %v (present %v), want 1", got, ok)
+	}
+	if want := "no RAPL: estimated from CPU time"; r.Missing[results.EnergyRAPL] != want {
+		t.Errorf("missing[energy_rapl] = %q, want %q", r.Missing[results.EnergyRAPL], want)
+	}
+	if _, ok := r.Metrics[results.CPUCoresDatapath]; ok {
+		t.Error("cpu_cores_datapath without a process component")
+	}
+}
+
+// writePowercap materializes testdata/powercap.txt under a new directory.
+func writePowercap(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/powercap.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		path, content, _ := strings.Cut(line, " ")
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func setEnergy(t *testing.T, root, zone string, uj uint64) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, zone, "energy_uj"), []byte(fmt.Sprintln(uj)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRAPLFixture(t *testing.T) {
+	root := writePowercap(t)
+	// dram of package 0 is 2 J short of wrapping.
+	const dramMax = 65712999613
+	setEnergy(t, root, "intel-rapl:0:0", dramMax-2_000_000)
+	r, err := openRAPL(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zones []string
+	for _, z := range r.zones {
+		zones = append(zones, filepath.Base(filepath.Dir(z.path)))
+	}
+	if got, want := strings.Join(zones, " "), "intel-rapl:0 intel-rapl:0:0 intel-rapl:1 intel-rapl:1:0"; got != want {
+		t.Errorf("zones %q, want %q (packages and dram; not psys, core or the mmio duplicate)", got, want)
+	}
+	// One interval: package-0 +50 J, its dram wraps (+2 J to the top, +3 J
+	// after), package-1 +40 J, its dram +4 J; psys and the mmio duplicate
+	// move too but are not read.
+	setEnergy(t, root, "intel-rapl:0", 61235507290+50_000_000)
+	setEnergy(t, root, "intel-rapl:0:0", 3_000_000)
+	setEnergy(t, root, "intel-rapl:1", 58012334871+40_000_000)
+	setEnergy(t, root, "intel-rapl:1:0", 7130842114+4_000_000)
+	setEnergy(t, root, "intel-rapl:2", 140923771332+500_000_000)
+	setEnergy(t, root, "intel-rapl-mmio:0", 61235507290+50_000_000)
+	if err := r.sample(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.joules(); math.Abs(got-99) > 1e-9 {
+		t.Errorf("after one interval: %v J, want 99 (50 + 5 + 40 + 4)", got)
+	}
+	// The package-0 counter wraps too: from 50 J past its reading to 1 J
+	// after 0, i.e. max - reading + 1 J.
+	const pkgMax = 262143328850
+	setEnergy(t, root, "intel-rapl:0", 1_000_000)
+	if err := r.sample(); err != nil {
+		t.Fatal(err)
+	}
+	want := 99 + float64(pkgMax-(61235507290+50_000_000)+1_000_000)/1e6
+	if got := r.joules(); math.Abs(got-want) > 1e-6 {
+		t.Errorf("after a package wrap: %v J, want %v", got, want)
+	}
+}
+
+func TestRAPLPsysOnlyAndAbsent(t *testing.T) {
+	root := writePowercap(t)
+	for _, z := range []string{"intel-rapl:0", "intel-rapl:0:0", "intel-rapl:1", "intel-rapl:1:0"} {
+		os.RemoveAll(filepath.Join(root, z))
+	}
+	r, err := openRAPL(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.zones) != 1 || !strings.Contains(r.zones[0].path, "intel-rapl:2") {
+		t.Errorf("zones %+v, want psys alone", r.zones)
+	}
+	if _, err := openRAPL(t.TempDir()); !errors.Is(err, errNoRAPL) {
+		t.Errorf("empty powercap: %v, want errNoRAPL", err)
+	}
+	if _, err := openRAPL(filepath.Join(t.TempDir(), "absent")); !errors.Is(err, errNoRAPL) {
+		t.Errorf("absent powercap: %v, want errNoRAPL", err)
+	}
+}
+
+// With RAPL that counts, the sampler reports it, not the estimate; with
+// RAPL that reads 0 (as perf's psys does on this machine), it estimates.
+func TestSamplerRAPL(t *testing.T) {
+	for _, moves := range []bool{true, false} {
+		proc, set := fakeProc(t)
+		pc := writePowercap(t)
+		spec := Spec{Proc: proc, Powercap: pc}
+		spec.Normalize()
+		s := newSampler(spec)
+		t0 := time.Now()
+		set("proc_stat_a")
+		s.sample(t0)
+		if moves {
+			setEnergy(t, pc, "intel-rapl:0", 61235507290+7_500_000)
+		}
+		set("proc_stat_b")
+		s.sample(t0.Add(time.Second))
+		r := s.result()
+		if moves {
+			if r.Metrics[results.EnergyJoules] != 7.5 || r.Metrics[results.EnergyEstimated] != 0 || r.Missing[results.EnergyRAPL] != "" {
+				t.Errorf("RAPL: metrics %v, missing %v; want 7.5 J not estimated", r.Metrics, r.Missing)
+			}
+			continue
+		}
+		if r.Metrics[results.EnergyEstimated] != 1 || math.Abs(r.Metrics[results.EnergyJoules]-16.5) > 1e-9 ||
+			r.Missing[results.EnergyRAPL] != "RAPL reads 0: estimated from CPU time" {
+			t.Errorf("RAPL at 0: metrics %v, missing %v; want 16.5 J estimated", r.Metrics, r.Missing)
+		}
+	}
+}
+
+// BenchmarkSample is the cost of one sample of one component (this test
+// process) with /proc/stat; no RAPL here.
+func BenchmarkSample(b *testing.B) {
+	spec := Spec{Components: []results.Component{{Name: "self", PID: os.Getpid()}}}
+	spec.Normalize()
+	s := newSampler(spec)
+	for b.Loop() {
+		s.sample(time.Now())
+	}
+}

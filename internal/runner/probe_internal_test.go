@@ -1,0 +1,111 @@
+package runner
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/probe"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+func TestAddProbeDerivesEfficiency(t *testing.T) {
+	s := &scenario.Scenario{Duration: 10 * time.Second}
+	daemons := []results.Component{{Name: "wireguard-go@a", PID: 10}, {Name: "wireguard-go@b", PID: 11}}
+	kernel := []results.Component{{Name: "kernel", Role: "kernel"}}
+	type m = map[string]float64
+	for _, c := range []struct {
+		name        string
+		comps       []results.Component
+		workload    m
+		probe       m
+		probeMiss   map[string]string
+		probeErr    error
+		want        m
+		wantMissing map[string]string // reason substrings
+		absent      []string
+	}{
+		{
+			name:  "daemons, stream: per (daemon + softirq) core",
+			comps: daemons,
+			workload: m{results.ThroughputBPS: 700e6, results.Bytes: 875e6, results.DurationS: 10,
+				results.CPUSecondsClient: 2, results.CPUSecondsServer: 3},
+			probe: m{results.CPUCoresDatapath: 1.4, results.CPUCoresSoftirq: 0.2, results.EnergyJoules: 140},
+			want: m{results.CPUCoresGenerator: 0.5, results.ThroughputBPSPerCore: 700e6 / (1.4 + 0.2),
+				results.JoulesPerGigabyte: 160, results.CPUCoresDatapath: 1.4},
+			absent: []string{results.TransactionsPerSPerCore, results.ConnectionsPerSPerCore},
+		},
+		{
+			name:     "kernel only, rr: per softirq core; no bytes, no joules per gigabyte",
+			comps:    kernel,
+			workload: m{results.TransactionsPerS: 24000, results.CPUSecondsClient: 3, results.CPUSecondsServer: 4},
+			probe:    m{results.CPUCoresSoftirq: 0.4, results.EnergyJoules: 90},
+			want:     m{results.TransactionsPerSPerCore: 60000, results.CPUCoresGenerator: 0.7},
+			absent:   []string{results.ThroughputBPSPerCore, results.JoulesPerGigabyte, results.CPUCoresDatapath},
+		},
+		{
+			name:     "kernel only, crr, softirq 0",
+			comps:    kernel,
+			workload: m{results.ConnectionsPerS: 9000, results.CPUSecondsClient: 3},
+			probe:    m{results.CPUCoresSoftirq: 0},
+			wantMissing: map[string]string{
+				results.ConnectionsPerSPerCore: "cpu_cores_softirq measured 0",
+				results.CPUCoresGenerator:      "did not report its server CPU",
+			},
+		},
+		{
+			name:      "a daemon not measured",
+			comps:     daemons,
+			workload:  m{results.ThroughputBPS: 700e6, results.Bytes: 875e6, results.CPUSecondsClient: 2, results.CPUSecondsServer: 3},
+			probe:     m{results.CPUCoresSoftirq: 0.2},
+			probeMiss: map[string]string{results.CPUCoresDatapath: "components not measured: [wireguard-go@b]", results.EnergyJoules: "no RAPL, and no CPU time"},
+			wantMissing: map[string]string{
+				results.ThroughputBPSPerCore: "cpu_cores_datapath: components not measured",
+				results.JoulesPerGigabyte:    "energy_joules: no RAPL",
+			},
+		},
+		{
+			name:     "probe failed to start",
+			comps:    daemons,
+			workload: m{results.ThroughputBPS: 1e9, results.CPUSecondsClient: 2, results.CPUSecondsServer: 3},
+			probeErr: errors.New("bad spec"),
+			wantMissing: map[string]string{
+				results.CPUCoresDatapath:     "probe: bad spec",
+				results.ThroughputBPSPerCore: "probe: bad spec",
+			},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := results.Record{Metrics: m{}}
+			for k, v := range c.workload {
+				rec.Metrics[k] = v
+			}
+			pd := &probed{comps: c.comps, s: s, err: c.probeErr, res: probe.Result{Metrics: c.probe, Missing: c.probeMiss}}
+			pd.addTo(&rec)
+			for k, v := range c.want {
+				if got, ok := rec.Metrics[k]; !ok || math.Abs(got-v) > 1e-9*math.Abs(v) {
+					t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+				}
+			}
+			for k, v := range c.wantMissing {
+				if !strings.Contains(rec.Missing[k], v) {
+					t.Errorf("missing[%s] = %q, want it to say %q", k, rec.Missing[k], v)
+				}
+				if _, ok := rec.Metrics[k]; ok {
+					t.Errorf("%s both measured and missing", k)
+				}
+			}
+			for _, k := range c.absent {
+				if _, ok := rec.Metrics[k]; ok {
+					t.Errorf("%s measured, want absent", k)
+				}
+				if _, ok := rec.Missing[k]; ok {
+					t.Errorf("%s missing (%q), want absent: it does not apply", k, rec.Missing[k])
+				}
+			}
+		})
+	}
+}
