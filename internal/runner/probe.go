@@ -29,6 +29,7 @@ func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Compon
 	pd := &probed{comps: comps, s: s}
 	pd.p, pd.err = probe.Start(ctx, probe.Spec{
 		Components: comps,
+		Interval:   s.ProbeInterval,
 		Delay:      s.Warmup,
 		Window:     s.Duration,
 		Energy:     probe.EnergyModel{IdleWatts: s.Energy.IdleWatts, WattsPerCore: s.Energy.WattsPerCore},

@@ -18,7 +18,7 @@ import (
 // topKeys are the keys a scenario file accepts at the top level.
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
-		"repetitions", "duration", "warmup", "seed", "limits", "energy"}
+		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -210,6 +210,10 @@ func (p *parser) scenario(data []byte) *Scenario {
 		case "warmup":
 			if x, ok := p.top(KindDuration, v, kp); ok {
 				s.Warmup = x.(time.Duration)
+			}
+		case "probe_interval":
+			if x, ok := p.top(KindDuration, v, kp); ok {
+				s.ProbeInterval = x.(time.Duration)
 			}
 		case "seed":
 			if x, ok := p.value(KindInt, v, kp); ok {

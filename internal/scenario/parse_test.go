@@ -98,10 +98,11 @@ seed: -7
 				"rate":     {int64(10e6)},
 			}},
 		},
-		Repetitions: 3,
-		Duration:    time.Minute,
-		Energy:      Energy{WattsPerCore: DefaultWattsPerCore},
-		Seed:        -7,
+		Repetitions:   3,
+		Duration:      time.Minute,
+		Energy:        Energy{WattsPerCore: DefaultWattsPerCore},
+		ProbeInterval: 200 * time.Millisecond,
+		Seed:          -7,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("got  %+v\nwant %+v", s, want)

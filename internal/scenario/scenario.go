@@ -41,6 +41,9 @@ func (s *Scenario) Normalize(cat Catalog) {
 	if s.Energy.WattsPerCore == 0 {
 		s.Energy.WattsPerCore = DefaultWattsPerCore
 	}
+	if s.ProbeInterval == 0 {
+		s.ProbeInterval = 200 * time.Millisecond
+	}
 	for i := range s.Datapaths {
 		d := &s.Datapaths[i]
 		if d.Label == "" {
@@ -144,6 +147,9 @@ func checkTop(key string, v any) string {
 		if key == "duration" && x <= 0 {
 			return fmt.Sprintf("must be > 0, got %v", x)
 		}
+		if key == "probe_interval" && x < 10*time.Millisecond {
+			return fmt.Sprintf("must be ≥ 10ms, got %v", x)
+		}
 		if x < 0 {
 			return fmt.Sprintf("must be ≥ 0s, got %v", x)
 		}
@@ -165,6 +171,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		"warmup":                s.Warmup,
 		"energy.idle_watts":     s.Energy.IdleWatts,
 		"energy.watts_per_core": s.Energy.WattsPerCore,
+		"probe_interval":        s.ProbeInterval,
 	} {
 		if msg := checkTop(key, v); msg != "" {
 			add(key, "", "%s", msg)

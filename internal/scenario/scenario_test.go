@@ -145,9 +145,10 @@ func TestNormalizeIdempotent(t *testing.T) {
 	}
 	want := Scenario{
 		Sites: 2, WAN: WAN{MTU: 1500}, Topology: "direct", Baseline: "vxlan", Repetitions: 3, Duration: 10 * time.Second,
-		Energy:    Energy{WattsPerCore: DefaultWattsPerCore},
-		Datapaths: []DatapathSpec{{Name: "vxlan", Label: "vxlan", Options: map[string]any{"mtu": int64(1450), "vni": int64(42)}}},
-		Workloads: []WorkloadSpec{{Type: "stream", Params: map[string][]any{"message_size": {int64(131072)}, "streams": {int64(1)}}}},
+		Energy:        Energy{WattsPerCore: DefaultWattsPerCore},
+		ProbeInterval: 200 * time.Millisecond,
+		Datapaths:     []DatapathSpec{{Name: "vxlan", Label: "vxlan", Options: map[string]any{"mtu": int64(1450), "vni": int64(42)}}},
+		Workloads:     []WorkloadSpec{{Type: "stream", Params: map[string][]any{"message_size": {int64(131072)}, "streams": {int64(1)}}}},
 	}
 	if !reflect.DeepEqual(z, want) {
 		t.Errorf("Normalize:\n%+v\nwant\n%+v", z, want)

@@ -188,6 +188,9 @@ type Scenario struct {
 	// Energy is the model that estimates a trial's energy from CPU time
 	// where RAPL cannot be read (`energy: {idle_watts: X, watts_per_core: Y}`).
 	Energy Energy `json:"energy"`
+	// ProbeInterval is how often the probes sample CPU and memory during a
+	// trial; default 200ms, at least 10ms.
+	ProbeInterval time.Duration `json:"probe_interval"`
 	// Seed orders the trials; 0 picks one at run time (recorded in the manifest).
 	Seed int64 `json:"seed,omitempty"`
 	// Limits caps the resources of datapath components, by component name
