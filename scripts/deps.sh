@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 want=(iproute2 ca-certificates procps
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
-  haproxy openvswitch-switch socat ethtool)
+  haproxy openvswitch-switch socat ethtool
+  chromium) # headless, for the HTML report's browser test
 case "${1:-}" in
   bench) want+=(iperf3 sockperf) ;;
 esac

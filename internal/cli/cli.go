@@ -17,6 +17,8 @@ Usage:
   spanperf run -f FILE [--out DIR] [--duration D] [--reps N] [--datapath a,b] [--workload x,y] [--seed N]
   spanperf run --resume DIR       continue an interrupted run
   spanperf summary DIR            print the summary table of a run
+  spanperf report DIR [DIR...] [--format html|md|csv|json] [-o FILE] [--baseline X] [--reference FILE.csv]
+  spanperf compare OLD NEW [--threshold 5%]   exit 1 when a metric got significantly worse
   spanperf up -f FILE [--datapath X]   build a testbed and leave it up to poke at
   spanperf down                   remove what 'up' left
   spanperf clean                  remove what a killed run left behind
@@ -38,6 +40,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(rest, stdout, stderr)
 	case "summary":
 		return cmdSummary(rest, stdout, stderr)
+	case "report":
+		return cmdReport(rest, stdout, stderr)
+	case "compare":
+		return cmdCompare(rest, stdout, stderr)
 	case "up":
 		return cmdUp(rest, stdout, stderr)
 	case "down":

@@ -100,15 +100,7 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	// Show workloads and their points in the scenario's order, not the
-	// shuffled order the trials ran in.
-	rank := map[string]int{}
-	for i, p := range s.Points() {
-		rank[p.Workload+"|"+p.Params.Key()] = i
-	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		return rank[recs[i].Workload+"|"+recs[i].Params.Key()] < rank[recs[j].Workload+"|"+recs[j].Params.Key()]
-	})
+	scenarioOrder(recs, s)
 	fmt.Fprintf(stdout, "\n%s: %d trials, records in %s\n\n", s.Name, len(recs), dir)
 	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s)}); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -123,6 +115,26 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 		fmt.Fprintf(stdout, "\n%s", sizing.Bytes())
 	}
 	return 0
+}
+
+// scenarioOrder sorts records into the scenario's order (datapaths, then
+// workloads and their points), not the shuffled order the trials ran in.
+func scenarioOrder(recs []results.Record, s *scenario.Scenario) {
+	rank := map[string]int{}
+	for i, p := range s.Points() {
+		rank[p.Workload+"|"+p.Params.Key()] = i
+	}
+	dp := map[string]int{}
+	for i, d := range s.Datapaths {
+		dp[d.Label] = i
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		ri, rj := rank[recs[i].Workload+"|"+recs[i].Params.Key()], rank[recs[j].Workload+"|"+recs[j].Params.Key()]
+		if ri != rj {
+			return ri < rj
+		}
+		return dp[recs[i].Datapath] < dp[recs[j].Datapath]
+	})
 }
 
 func labels(s *scenario.Scenario) []string {

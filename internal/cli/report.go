@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spanperf/spanperf/internal/report"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+// parseInterleaved parses fs from args where flags and positional arguments
+// may be mixed, and returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func cmdReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("format", "md", "output format: html, md, csv or json")
+	out := fs.String("o", "", "write to this file instead of standard output")
+	baseline := fs.String("baseline", "", "datapath the others are compared against (default: the first run's scenario baseline)")
+	ref := fs.String("reference", "", "CSV of reference figures to show beside the run's own")
+	dirs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(dirs) == 0 {
+		fmt.Fprintln(stderr, "usage: spanperf report RUN_DIR [RUN_DIR...] [--format html|md|csv|json] [-o FILE] [--baseline X] [--reference FILE.csv]")
+		return 2
+	}
+	var render func(io.Writer, []report.Run, report.Options) error
+	switch report.Format(*format) {
+	case report.FormatHTML:
+		render = report.HTML
+	case report.FormatMarkdown:
+		render = report.Markdown
+	case report.FormatCSV:
+		render = report.CSV
+	case report.FormatJSON:
+		render = report.JSON
+	default:
+		fmt.Fprintf(stderr, "spanperf report: unknown format %q (want html, md, csv or json)\n", *format)
+		return 2
+	}
+	opts := report.Options{Baseline: *baseline}
+	if *ref != "" {
+		if opts.Reference, err = report.ReadReferenceFile(*ref); err != nil {
+			fmt.Fprintln(stderr, "spanperf report:", err)
+			return 1
+		}
+	}
+	var runs []report.Run
+	for _, d := range dirs {
+		run, err := report.LoadRun(d)
+		if err != nil {
+			fmt.Fprintln(stderr, "spanperf report:", err)
+			return 1
+		}
+		// Scenario order reads better than the shuffled order trials ran in.
+		var ov scenario.Overrides
+		json.Unmarshal(run.Manifest.Overrides, &ov)
+		if sc, err := loadScenario(run.Manifest.ScenarioFile, []byte(run.Manifest.ScenarioSource), ov); err == nil {
+			scenarioOrder(run.Records, sc)
+		}
+		runs = append(runs, run)
+	}
+	if opts.Baseline == "" {
+		// The first run's scenario names its baseline; every format uses it.
+		var sc struct {
+			Baseline string `json:"baseline"`
+		}
+		if json.Unmarshal(runs[0].Manifest.Scenario, &sc) == nil {
+			opts.Baseline = sc.Baseline
+		}
+	}
+	var buf bytes.Buffer
+	if err := render(&buf, runs, opts); err != nil {
+		fmt.Fprintln(stderr, "spanperf report:", err)
+		return 1
+	}
+	if *out == "" {
+		stdout.Write(buf.Bytes())
+		return 0
+	}
+	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "spanperf report:", err)
+		return 1
+	}
+	return 0
+}
+
+// parsePercent reads "5%", "5" or "0.5%" as a percentage.
+func parsePercent(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "%")), 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("threshold %q: want a non-negative percentage such as 5%%", s)
+	}
+	return v, nil
+}
+
+func cmdCompare(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	threshold := fs.String("threshold", "5%", "fail only on significant worsening by more than this")
+	dirs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(dirs) != 2 {
+		fmt.Fprintln(stderr, "usage: spanperf compare OLD_RUN_DIR NEW_RUN_DIR [--threshold 5%]")
+		return 2
+	}
+	pct, err := parsePercent(*threshold)
+	if err != nil {
+		fmt.Fprintln(stderr, "spanperf compare:", err)
+		return 2
+	}
+	var runs [2]report.Run
+	for i, d := range dirs {
+		if runs[i], err = report.LoadRun(d); err != nil {
+			fmt.Fprintln(stderr, "spanperf compare:", err)
+			return 1
+		}
+	}
+	opts := report.CompareOptions{ThresholdPct: pct}
+	changes := report.Compare(runs[0], runs[1], opts)
+	labels := report.RunLabels(runs[:])
+	if labels[0] == labels[1] {
+		labels = []string{"old", "new"}
+	}
+	if err := report.WriteComparison(stdout, labels[0], labels[1], changes, opts); err != nil {
+		fmt.Fprintln(stderr, "spanperf compare:", err)
+		return 1
+	}
+	if report.Regressed(changes) {
+		return 1
+	}
+	return 0
+}
