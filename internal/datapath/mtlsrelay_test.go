@@ -193,24 +193,8 @@ func haproxyOf(dir string) map[int]bool {
 // whatever it reads, until the test ends.
 func echoService(t *testing.T, site *netns.Site) {
 	t.Helper()
-	var ln net.Listener
-	err := site.Do(func() (err error) {
-		ln, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", agent.DefaultPort))
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), agent.DefaultPort)
+	datapathtest.Listen(t, site, addr, func(c net.Conn) { defer c.Close(); io.Copy(c, c) })
 }
 
 // dialIn opens a TCP connection from inside site.

@@ -189,9 +189,9 @@ func checkLatency(t *testing.T, name string, r *workload.Result, rate string, co
 	}
 }
 
-// Serve listens on addr inside site and answers every connection with
-// "ok\n", until the test ends.
-func Serve(t testing.TB, site *netns.Site, addr netip.AddrPort) {
+// Listen listens on addr inside site and hands every connection to handle,
+// on its own goroutine, until the test ends. handle owns the connection.
+func Listen(t testing.TB, site *netns.Site, addr netip.AddrPort, handle func(net.Conn)) {
 	t.Helper()
 	var ln net.Listener
 	err := site.Do(func() (err error) {
@@ -208,10 +208,19 @@ func Serve(t testing.TB, site *netns.Site, addr netip.AddrPort) {
 			if err != nil {
 				return
 			}
-			io.WriteString(c, "ok\n")
-			c.Close()
+			go handle(c)
 		}
 	}()
+}
+
+// Serve listens on addr inside site and answers every connection with
+// "ok\n", until the test ends.
+func Serve(t testing.TB, site *netns.Site, addr netip.AddrPort) {
+	t.Helper()
+	Listen(t, site, addr, func(c net.Conn) {
+		io.WriteString(c, "ok\n")
+		c.Close()
+	})
 }
 
 // Dial connects from inside site to a Serve listener at addr and reads its
