@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -56,16 +57,26 @@ func hapCheck(ctx context.Context, dp string) error {
 	return nil
 }
 
-// hapTestbed returns tb as the local testbed, with at least two sites.
-func hapTestbed(dp string, tb testbed.Testbed) (*netns.Testbed, error) {
+// hapBegin starts the Setup of an HAProxy datapath dp: it needs the local
+// testbed with at least 2 sites and what check asks for, and it makes the
+// run's CA under the testbed's temp dir. The caller closes the PKI when its
+// Setup fails.
+func hapBegin(ctx context.Context, dp string, tb testbed.Testbed, check func(context.Context) error) (*netns.Testbed, *PKI, error) {
 	ltb, ok := tb.(*netns.Testbed)
 	if !ok {
-		return nil, notSupported("%s: needs the local network-namespace testbed", dp)
+		return nil, nil, notSupported("%s: needs the local network-namespace testbed", dp)
 	}
 	if n := len(ltb.LocalSites()); n < 2 {
-		return nil, fmt.Errorf("%s: needs at least 2 sites, the testbed has %d", dp, n)
+		return nil, nil, fmt.Errorf("%s: needs at least 2 sites, the testbed has %d", dp, n)
 	}
-	return ltb, nil
+	if err := check(ctx); err != nil {
+		return nil, nil, err
+	}
+	pki, err := NewPKI(filepath.Join(ltb.TempDir(), dp), "spanperf "+dp+" CA")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dp, err)
+	}
+	return ltb, pki, nil
 }
 
 // hapTarget is the Link.Target of datapaths whose local relay or proxy

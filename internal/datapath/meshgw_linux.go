@@ -174,18 +174,11 @@ backend refuse
 // Setup makes the run's CA and certificates, then starts every site's
 // proxy and gateway.
 func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err error) {
-	ltb, err := hapTestbed(meshGatewayName, tb)
+	ltb, pki, err := hapBegin(ctx, meshGatewayName, tb, m.Check)
 	if err != nil {
-		return nil, err
-	}
-	if err := m.Check(ctx); err != nil {
 		return nil, err
 	}
 	sites := ltb.LocalSites()
-	pki, err := NewPKI(filepath.Join(ltb.TempDir(), meshGatewayName), "spanperf mesh-gateway CA")
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", meshGatewayName, err)
-	}
 	var daemons Daemons
 	defer func() {
 		if err != nil {

@@ -133,18 +133,11 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	ltb, err := hapTestbed(mtlsRelayName, tb)
+	ltb, pki, err := hapBegin(ctx, mtlsRelayName, tb, r.Check)
 	if err != nil {
-		return nil, err
-	}
-	if err := r.Check(ctx); err != nil {
 		return nil, err
 	}
 	sites := ltb.LocalSites()
-	pki, err := NewPKI(filepath.Join(ltb.TempDir(), mtlsRelayName), "spanperf mtls-relay CA")
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", mtlsRelayName, err)
-	}
 	var daemons Daemons
 	defer func() {
 		if err != nil {
