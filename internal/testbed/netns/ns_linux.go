@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -52,8 +53,28 @@ func inNS(ns vnetns.NsHandle, fn func() error) error {
 	return <-errc
 }
 
+var netnsDirOnce sync.Once
+
+// prepareNetnsDir makes NetnsDir a shared mount of itself, as iproute2's
+// `ip netns add` does when it is not a mount point yet. Done first, it keeps
+// a later `ip netns add` from stacking that mount over namespaces spanperf
+// has already mounted there, which would leave them unreachable by path and
+// impossible to delete.
+func prepareNetnsDir() {
+	netnsDirOnce.Do(func() {
+		os.MkdirAll(NetnsDir, 0o755)
+		err := unix.Mount("", NetnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == unix.EINVAL { // not a mount point yet
+			if unix.Mount(NetnsDir, NetnsDir, "none", unix.MS_BIND|unix.MS_REC, "") == nil {
+				unix.Mount("", NetnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+			}
+		}
+	})
+}
+
 // newNamed creates a named network namespace without leaving any thread in it.
 func newNamed(name string) (vnetns.NsHandle, error) {
+	prepareNetnsDir()
 	type result struct {
 		h   vnetns.NsHandle
 		err error

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,4 +157,23 @@ func TestSpecValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("normalized zero spec: %v", err)
 	}
+}
+
+// TestIPNetnsAddDoesNotShadow: once spanperf has made a namespace, iproute2's
+// `ip netns add` finds its directory already a mount point and does not
+// stack a mount over it, so spanperf's namespaces stay deletable.
+func TestIPNetnsAddDoesNotShadow(t *testing.T) {
+	tb := newTestbed(t, netns.Spec{})
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("no ip (Debian package iproute2)")
+	}
+	name := "spanperf-test-iproute2"
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	exec.Command("ip", "netns", "del", name).Run()
+	if err := tb.Close(); err != nil {
+		t.Fatalf("close after ip netns add: %v", err)
+	}
+	assertNoResidue(t, tb.Spec().Run)
 }
