@@ -13,12 +13,16 @@ import (
 //
 //	serve  [--listen ADDR]      serve every mode (prints a Ready line)
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
+//	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
+//	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: spanperf agent serve|client [flags]")
 		return 2
 	}
 	switch args[0] {
+	case "http-serve", "http":
+		return httpMain(args, stdout, stderr)
 	case "serve":
 		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)

@@ -32,6 +32,11 @@ func Workloads() []workload.Info {
 		workload.StreamInfo(),
 		workload.RRInfo(),
 		workload.CRRInfo(),
+		workload.HTTPInfo(),
+		workload.IPerf3Info(),
+		workload.SockperfInfo(),
+		workload.WrkInfo(),
+		workload.H2loadInfo(),
 	}
 }
 

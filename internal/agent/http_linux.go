@@ -1,0 +1,528 @@
+package agent
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// Metric names of the http client beyond the shared ones in results.
+const (
+	// MetricRequestsPerS is the achieved rate: requests completed with a
+	// full, successful response per second of the measured window.
+	MetricRequestsPerS = "requests_per_s"
+	// MetricErrors counts measured requests that failed other than by timeout
+	// (connection errors, a status other than 200, a short body).
+	MetricErrors = "errors"
+	// MetricTimeouts counts measured requests that hit the request timeout.
+	MetricTimeouts = "timeouts"
+	// MetricLatencyP9999 is the 99.99th latency percentile in seconds.
+	MetricLatencyP9999 = "latency_p9999_s"
+)
+
+// HTTPServerSpec says what `spanperf agent http-serve` serves.
+type HTTPServerSpec struct {
+	// Listen is the address to listen on; empty means ":7100".
+	Listen string
+	// TLS serves HTTPS (HTTP/1.1 and HTTP/2 by ALPN) with a self-signed
+	// certificate made in memory for this process; otherwise cleartext
+	// HTTP/1.1 and HTTP/2 with prior knowledge (h2c).
+	TLS bool
+	// BodySize is the size of every response body in bytes.
+	BodySize int
+	// Delay holds every response this long before it is written (sleeping,
+	// then spinning the last holdSpin for precision).
+	Delay time.Duration
+}
+
+// Validate reports a spec the server cannot serve.
+func (s HTTPServerSpec) Validate() error {
+	if s.BodySize < 0 || s.Delay < 0 {
+		return errors.New("agent http-serve: body size and delay must be ≥ 0")
+	}
+	return nil
+}
+
+// bodyHandler answers every request with size bytes after delay.
+func bodyHandler(size int, delay time.Duration) http.Handler {
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = 'x'
+	}
+	n := strconv.Itoa(size)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if delay > 0 {
+			holdFor(delay)
+		}
+		h := w.Header()
+		h["Content-Type"] = []string{"application/octet-stream"}
+		h["Content-Length"] = []string{n}
+		w.Write(body)
+	})
+}
+
+// holdSpin is how much of a held response's delay is spun rather than
+// slept: a Go timer can wake a millisecond late on a busy machine.
+const holdSpin = 500 * time.Microsecond
+
+// holdFor returns d from now, precisely: it sleeps most of d and yields the
+// rest, so each held response costs up to holdSpin of CPU.
+func holdFor(d time.Duration) {
+	due := time.Now().Add(d)
+	if d > holdSpin {
+		time.Sleep(d - holdSpin)
+	}
+	for time.Now().Before(due) {
+		runtime.Gosched()
+	}
+}
+
+// newHTTPServer makes a server of h for every protocol the agent speaks:
+// HTTP/1.1, h2c with prior knowledge and, with tlsOn, HTTP/2 over TLS.
+func newHTTPServer(h http.Handler, tlsOn bool) (*http.Server, error) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: ioTimeout, IdleTimeout: 2 * ioTimeout}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	if tlsOn {
+		cert, err := selfSignedCert()
+		if err != nil {
+			return nil, err
+		}
+		p.SetHTTP2(true)
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	srv.Protocols = &p
+	// A benchmark client opens many streams at once: allow them.
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
+	return srv, nil
+}
+
+// selfSignedCert makes a P-256 certificate for this run only; it lives in
+// memory and is never written out.
+func selfSignedCert() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("tls key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "spanperf agent"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"spanperf-agent"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("tls certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// ServeHTTP runs `spanperf agent http-serve`: it listens, prints one Ready
+// line on stdout and serves until the process is stopped.
+func ServeHTTP(spec HTTPServerSpec, stdout io.Writer) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if spec.Listen == "" {
+		spec.Listen = ":" + strconv.Itoa(DefaultPort)
+	}
+	srv, err := newHTTPServer(bodyHandler(spec.BodySize, spec.Delay), spec.TLS)
+	if err != nil {
+		return fmt.Errorf("agent http-serve: %w", err)
+	}
+	ln, err := net.Listen("tcp", spec.Listen)
+	if err != nil {
+		return fmt.Errorf("agent http-serve: %w", err)
+	}
+	if err := json.NewEncoder(stdout).Encode(Ready{Ready: true, Addr: ln.Addr().String()}); err != nil {
+		ln.Close()
+		return err
+	}
+	if spec.TLS {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	return fmt.Errorf("agent http-serve: %w", err)
+}
+
+// HTTPClientSpec says what one `spanperf agent http` run does.
+type HTTPClientSpec struct {
+	// Target is the server's address as reachable from the client's site.
+	Target netip.AddrPort
+	// Protocol is "http1" (HTTP/1.1) or "http2" (h2c, or HTTP/2 over TLS
+	// with TLS).
+	Protocol string
+	// TLS speaks HTTPS; the server's certificate is not verified (the
+	// agent server's is self-signed per run).
+	TLS bool
+	// Path is the request path; empty means "/".
+	Path string
+	// Rate is the offered rate in requests per second across all
+	// connections: request k of connection i is due at
+	// t0 + (i + k·Connections)/Rate and its latency runs from that due
+	// time (wrk2's correction for coordinated omission). 0 means closed
+	// loop: each connection sends its next request when the previous
+	// response is in, latency from the actual send.
+	Rate float64
+	// Connections is the number of TCP connections. HTTP/1.1 has one
+	// request in flight per connection (a late connection sends at once
+	// when free, never skipping a request); HTTP/2 sends each request on
+	// its connection at its due time, however many are in flight.
+	Connections int
+	// BodySize is the response body size expected; a response of another
+	// size counts as an error.
+	BodySize int
+	// Duration is the measured time, after Warmup.
+	Duration, Warmup time.Duration
+	// Interval is the width of each series bucket; 0 means 1s.
+	Interval time.Duration
+	// Timeout bounds each request; 0 means 10s. Requests that hit it count
+	// as timeouts.
+	Timeout time.Duration
+}
+
+// Validate reports a spec the client cannot run.
+func (s HTTPClientSpec) Validate() error {
+	switch {
+	case !s.Target.IsValid():
+		return errors.New("agent http: no target")
+	case s.Protocol != "http1" && s.Protocol != "http2":
+		return fmt.Errorf("agent http: protocol must be http1 or http2, not %q", s.Protocol)
+	case s.Duration <= 0:
+		return errors.New("agent http: duration must be positive")
+	case s.Connections < 1:
+		return errors.New("agent http: connections must be ≥ 1")
+	case s.BodySize < 0 || s.Timeout < 0 || s.Warmup < 0:
+		return errors.New("agent http: body size, timeout and warmup must be ≥ 0")
+	case !(s.Rate >= 0) || math.IsInf(s.Rate, 0):
+		return fmt.Errorf("agent http: rate must be a finite number ≥ 0, got %g", s.Rate)
+	}
+	return nil
+}
+
+// httpClient is one connection's client: its own Transport, so requests on
+// it share exactly one TCP connection.
+func newConnClient(s HTTPClientSpec) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: ioTimeout}).DialContext,
+		MaxConnsPerHost:     1,
+		MaxIdleConnsPerHost: 1,
+		DisableCompression:  true,
+		// The agent server's certificate is made per run; there is
+		// nothing to verify it against.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		// StrictMaxConcurrentRequests keeps HTTP/2 on one connection:
+		// extra streams wait rather than open another.
+		HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
+	}
+	var p http.Protocols
+	switch {
+	case s.Protocol == "http1":
+		p.SetHTTP1(true)
+	case s.TLS:
+		p.SetHTTP2(true)
+	default:
+		p.SetUnencryptedHTTP2(true)
+	}
+	tr.Protocols = &p
+	return &http.Client{Transport: tr, Timeout: s.Timeout}
+}
+
+// httpTally holds one connection's measurements.
+type httpTally struct {
+	mu             sync.Mutex
+	hist, lag      *hdrhistogram.Histogram
+	errs, timeouts uint64
+	firstErr       error
+	ok             atomic.Uint64
+}
+
+func (t *httpTally) record(lat, lag time.Duration, waited bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.timeouts++
+		} else {
+			t.errs++
+		}
+		if t.firstErr == nil {
+			t.firstErr = err
+		}
+		return
+	}
+	t.hist.RecordValue(min(max(int64(lat), 1), t.hist.HighestTrackableValue()))
+	if waited {
+		t.lag.RecordValue(min(max(int64(lag), 1), t.lag.HighestTrackableValue()))
+	}
+	t.ok.Add(1)
+}
+
+// doRequest sends one GET and reads the whole body.
+func doRequest(c *http.Client, url string, bodySize int) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %s", resp.Status)
+	case n != int64(bodySize):
+		return fmt.Errorf("body of %d bytes, want %d", n, bodySize)
+	}
+	return nil
+}
+
+// RunHTTPClient runs one http client and returns its result.
+func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.Path == "" {
+		s.Path = "/"
+	}
+	if s.Timeout == 0 {
+		s.Timeout = 10 * time.Second
+	}
+	scheme := "http"
+	if s.TLS {
+		scheme = "https"
+	}
+	url := scheme + "://" + s.Target.String() + s.Path
+	clients := make([]*http.Client, s.Connections)
+	tallies := make([]*httpTally, s.Connections)
+	for i := range clients {
+		clients[i] = newConnClient(s)
+		tallies[i] = &httpTally{hist: newHist(), lag: newHist()}
+		// Connect before the clock starts, so the first due requests do
+		// not pay for the handshake.
+		if err := doRequest(clients[i], url, s.BodySize); err != nil {
+			return nil, fmt.Errorf("agent http: first request: %w", err)
+		}
+	}
+	defer func() {
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}()
+	paced := s.Rate > 0
+	defer reserveProcs(s.Connections)()
+	var ck clock
+	var wg, inflight sync.WaitGroup
+	t0 := time.Now()
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, tally := clients[i], tallies[i]
+			if !paced {
+				for {
+					ph := ck.phase.Load()
+					if ph == phaseStop || ctx.Err() != nil {
+						return
+					}
+					start := time.Now()
+					err := doRequest(c, url, s.BodySize)
+					if ph == phaseMeasure {
+						tally.record(time.Since(start), 0, false, err)
+					}
+				}
+			}
+			// As pacedConn: a thread of its own with fine timer slack,
+			// left to end with the goroutine.
+			runtime.LockOSThread()
+			unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+			p := newPacer()
+			stopped := func() bool { return ck.phase.Load() == phaseStop }
+			for k := int64(0); ; k++ {
+				due := t0.Add(time.Duration(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9))
+				waited := p.wait(due, stopped)
+				sent := time.Now()
+				ph := ck.phase.Load()
+				if ph == phaseStop || ctx.Err() != nil {
+					return
+				}
+				one := func() {
+					err := doRequest(c, url, s.BodySize)
+					if ph == phaseMeasure {
+						tally.record(time.Since(due), sent.Sub(due), waited, err)
+					}
+				}
+				if s.Protocol == "http1" {
+					one()
+					continue
+				}
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					one()
+				}()
+			}
+		}()
+	}
+	total := func() (n uint64) {
+		for _, t := range tallies {
+			n += t.ok.Load()
+		}
+		return
+	}
+	var series []float64
+	var prev uint64
+	var cpu0, cpu1 float64
+	prevT := time.Now()
+	elapsed := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
+		n, now := total(), time.Now()
+		if i < 0 {
+			cpu0 = cpuSeconds()
+		} else {
+			series = append(series, float64(n-prev)/now.Sub(prevT).Seconds())
+			cpu1 = cpuSeconds()
+		}
+		prev, prevT = n, now
+	})
+	wg.Wait()
+	// Requests sent in the window count even when they end after it:
+	// dropping them would hide the slowest.
+	inflight.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	merged, lag := newHist(), newHist()
+	var errs, timeouts uint64
+	var firstErr error
+	for _, t := range tallies {
+		merged.Merge(t.hist)
+		lag.Merge(t.lag)
+		errs += t.errs
+		timeouts += t.timeouts
+		if firstErr == nil {
+			firstErr = t.firstErr
+		}
+	}
+	if merged.TotalCount() == 0 {
+		if firstErr != nil {
+			return nil, fmt.Errorf("agent http: no request succeeded in %s: %w", s.Duration, firstErr)
+		}
+		return nil, fmt.Errorf("agent http: no request completed in %s", s.Duration)
+	}
+	m := latencyMetrics(merged)
+	m[MetricLatencyP9999] = float64(merged.ValueAtQuantile(99.99)) / 1e9
+	m[MetricRequestsPerS] = float64(merged.TotalCount()) / elapsed.Seconds()
+	m[MetricErrors] = float64(errs)
+	m[MetricTimeouts] = float64(timeouts)
+	m["requests"] = float64(merged.TotalCount())
+	m["cpu_seconds_client"] = cpu1 - cpu0
+	m["duration_s"] = elapsed.Seconds()
+	if paced {
+		m[results.TargetRate] = s.Rate
+		m[results.Sustained] = 0
+		if m[MetricRequestsPerS] >= results.SustainedFraction*s.Rate {
+			m[results.Sustained] = 1
+		}
+		if lag.TotalCount() > 0 {
+			m[results.SendLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
+			m[results.SendLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
+		}
+	}
+	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
+	}
+	return &Result{
+		Metrics:   m,
+		Series:    map[string]results.Series{MetricRequestsPerS: {Interval: interval(ClientSpec{Interval: s.Interval}), Values: series}},
+		Histogram: string(enc),
+	}, nil
+}
+
+// httpMain runs the http-serve and http subcommands of Main.
+func httpMain(args []string, stdout, stderr io.Writer) int {
+	switch args[0] {
+	case "http-serve":
+		var s HTTPServerSpec
+		fs := flag.NewFlagSet("agent http-serve", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&s.Listen, "listen", ":"+strconv.Itoa(DefaultPort), "address to listen on")
+		fs.BoolVar(&s.TLS, "tls", false, "serve HTTPS with a self-signed certificate made for this run")
+		fs.IntVar(&s.BodySize, "body-size", 0, "response body bytes")
+		fs.DurationVar(&s.Delay, "delay", 0, "hold every response this long")
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		if err := ServeHTTP(s, stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	default:
+		var s HTTPClientSpec
+		var target string
+		fs := flag.NewFlagSet("agent http", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&target, "target", "", "server address ADDR:PORT")
+		fs.StringVar(&s.Protocol, "protocol", "http1", "http1 or http2 (h2c, or HTTP/2 over TLS with --tls)")
+		fs.BoolVar(&s.TLS, "tls", false, "speak HTTPS")
+		fs.StringVar(&s.Path, "path", "/", "request path")
+		fs.Float64Var(&s.Rate, "rate", 0, "offered requests/s across all connections, latency from the intended send time (0: closed loop)")
+		fs.IntVar(&s.Connections, "connections", 1, "TCP connections")
+		fs.IntVar(&s.BodySize, "body-size", 0, "expected response body bytes")
+		fs.DurationVar(&s.Duration, "duration", 0, "measured time")
+		fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
+		fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
+		fs.DurationVar(&s.Timeout, "timeout", 0, "per-request timeout (default 10s)")
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		var err error
+		if s.Target, err = netip.ParseAddrPort(target); err != nil {
+			fmt.Fprintf(stderr, "agent http: --target: %v\n", err)
+			return 2
+		}
+		res, err := RunHTTPClient(context.Background(), s)
+		if err != nil {
+			res = &Result{Error: err.Error()}
+		}
+		json.NewEncoder(stdout).Encode(res)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
+}

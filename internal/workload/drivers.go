@@ -1,0 +1,243 @@
+package workload
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
+)
+
+// Metric names the tool drivers report beside the shared ones in results.
+const (
+	// MetricRequestsPerS is the achieved HTTP request rate (wrk, h2load).
+	MetricRequestsPerS = "requests_per_s"
+	// MetricErrors counts failed requests: socket errors, non-2xx/3xx
+	// responses, failed streams.
+	MetricErrors = "errors"
+	// MetricTimeouts counts requests that timed out.
+	MetricTimeouts = "timeouts"
+)
+
+// Tool is an external program a driver runs, and the Debian package that
+// provides it.
+type Tool struct {
+	// Prog is the program, looked up in PATH.
+	Prog string
+	// Pkg is the Debian package that installs Prog.
+	Pkg string
+}
+
+// Check returns nil when Prog is in PATH, else an error wrapping
+// testbed.ErrNotSupported that names the program and its package.
+func (t Tool) Check() error {
+	if _, err := exec.LookPath(t.Prog); err != nil {
+		return fmt.Errorf("%w: %s not found in PATH (install Debian package %s)", testbed.ErrNotSupported, t.Prog, t.Pkg)
+	}
+	return nil
+}
+
+// toolChecks checks every tool and joins the errors.
+func toolChecks(tools ...Tool) error {
+	var errs []error
+	for _, t := range tools {
+		if err := t.Check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// intParam returns p[name] as an integer, def when absent.
+func intParam(p results.Params, name string, def int64) int64 {
+	switch v := p[name].(type) {
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	case float64:
+		return int64(v)
+	}
+	return def
+}
+
+// floatParam returns p[name] as a float, def when absent.
+func floatParam(p results.Params, name string, def float64) float64 {
+	switch v := p[name].(type) {
+	case int64:
+		return float64(v)
+	case int:
+		return float64(v)
+	case float64:
+		return v
+	}
+	return def
+}
+
+// stringParam returns p[name] as a string, def when absent or empty.
+func stringParam(p results.Params, name, def string) string {
+	if s, ok := p[name].(string); ok && s != "" {
+		return s
+	}
+	return def
+}
+
+// wholeSeconds rounds d up to whole seconds (at least min), for tools
+// that only take integer durations.
+func wholeSeconds(d time.Duration, min int) int {
+	s := int(math.Ceil(d.Seconds()))
+	if s < min {
+		return min
+	}
+	return s
+}
+
+// waitListening waits until the process p's network namespace has a TCP
+// socket listening on port (read from /proc/PID/net/tcp{,6}, which show
+// the namespace of the process), or p exits, ctx ends or limit passes.
+func waitListening(ctx context.Context, name string, p testbed.Process, port int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if listening(p.PID(), port) {
+			return nil
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("%s exited before listening on port %d: %v: %s", name, port, p.Wait(), p.Tail())
+		case <-ctx.Done():
+			p.Stop(time.Second)
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Stop(time.Second)
+			return fmt.Errorf("%s not listening on port %d after %s: %s", name, port, limit, p.Tail())
+		}
+	}
+}
+
+// listening reports whether /proc/pid/net/tcp or tcp6 lists a socket in
+// state LISTEN (0A) on port.
+func listening(pid, port int) bool {
+	want := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startToolServer starts cmd in site and waits until it listens on port.
+func startToolServer(ctx context.Context, site testbed.Site, cmd testbed.Command, port int) (testbed.Process, error) {
+	p, err := site.Exec(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Name, err)
+	}
+	if err := waitListening(ctx, cmd.Name, p, port, 10*time.Second); err != nil {
+		p.Stop(time.Second)
+		return nil, err
+	}
+	return p, nil
+}
+
+// runToolClient runs cmd in site to its end, bounded by limit, and returns
+// what it wrote to stdout and stderr, merged (the tools mix their results
+// and errors across both). On a non-zero exit the output is returned with
+// the error, which carries its tail: tools explain their errors there.
+func runToolClient(ctx context.Context, site testbed.Site, cmd testbed.Command, limit time.Duration) ([]byte, error) {
+	var out syncBuffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	p, err := site.Exec(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", cmd.Name, err)
+	}
+	if err := waitProcess(ctx, p, limit); err != nil {
+		return out.Bytes(), fmt.Errorf("%s: %w: %s", cmd.Name, err, truncate(out.String(), 400))
+	}
+	return out.Bytes(), nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the two writers of a process's
+// stdout and stderr.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written.
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+func (b *syncBuffer) String() string { return string(b.Bytes()) }
+
+// histogramMetrics encodes h and returns its latency metrics in seconds.
+func histogramMetrics(h *hdrhistogram.Histogram) (map[string]float64, string, error) {
+	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode histogram: %w", err)
+	}
+	ns := func(v int64) float64 { return float64(v) / 1e9 }
+	return map[string]float64{
+		results.LatencyP50:  ns(h.ValueAtQuantile(50)),
+		results.LatencyP90:  ns(h.ValueAtQuantile(90)),
+		results.LatencyP99:  ns(h.ValueAtQuantile(99)),
+		results.LatencyP999: ns(h.ValueAtQuantile(99.9)),
+		results.LatencyMax:  ns(h.Max()),
+		results.LatencyMean: h.Mean() / 1e9,
+	}, string(enc), nil
+}
+
+// newLatencyHist is a histogram of nanoseconds up to a minute, 3 digits.
+func newLatencyHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(1, int64(60*time.Second), 3)
+}
+
+// parseUnitDuration parses a tool's printed duration such as "268.65us",
+// "3.39ms", "1.10s", "2m" into seconds.
+func parseUnitDuration(s string) (float64, error) {
+	units := []struct {
+		suffix string
+		scale  float64
+	}{{"us", 1e-6}, {"µs", 1e-6}, {"ms", 1e-3}, {"ns", 1e-9}, {"s", 1}, {"m", 60}, {"h", 3600}}
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			v, err := strconv.ParseFloat(num, 64)
+			if err != nil {
+				return 0, fmt.Errorf("duration %q: %w", s, err)
+			}
+			return v * u.scale, nil
+		}
+	}
+	return 0, fmt.Errorf("duration %q: no unit", s)
+}
