@@ -97,6 +97,14 @@ func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
 			args = append(args, f, results.FormatValue(v))
 		}
 	}
+	return runAgentClient(ctx, env, srv, w.mode, args, 30*time.Second)
+}
+
+// runAgentClient runs `spanperf agent ARGS...` as the client of a trial
+// against srv, already serving in env.Server, and returns its Result with the
+// server's CPU over the measured window. label names the workload in errors;
+// slack is how long past warmup+duration the client may take to finish.
+func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label string, args []string, slack time.Duration) (*Result, error) {
 	var out bytes.Buffer
 	cmd := agent.Command("agent-client", args...)
 	cmd.Stdout = &out
@@ -106,25 +114,24 @@ func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	srvCPU := watchCPU(srv.PID(), env.Warmup, env.Duration)
 	defer srvCPU.stop()
-	limit := env.Warmup + env.Duration + 30*time.Second
-	if err := waitProcess(ctx, cli, limit); err != nil {
+	if err := waitProcess(ctx, cli, env.Warmup+env.Duration+slack); err != nil {
 		var res agent.Result
 		if json.Unmarshal(out.Bytes(), &res) == nil && res.Error != "" {
-			return nil, fmt.Errorf("%s client: %s", w.mode, res.Error)
+			return nil, fmt.Errorf("%s client: %s", label, res.Error)
 		}
-		return nil, fmt.Errorf("%s client: %w", w.mode, err)
+		return nil, fmt.Errorf("%s client: %w", label, err)
 	}
 	select {
 	case <-srv.Done():
-		return nil, fmt.Errorf("%s: agent server exited during the trial: %v", w.mode, srv.Wait())
+		return nil, fmt.Errorf("%s: agent server exited during the trial: %v", label, srv.Wait())
 	default:
 	}
 	var res agent.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("%s client: bad output %q: %w", w.mode, truncate(out.String(), 200), err)
+		return nil, fmt.Errorf("%s client: bad output %q: %w", label, truncate(out.String(), 200), err)
 	}
 	if res.Error != "" {
-		return nil, fmt.Errorf("%s client: %s", w.mode, res.Error)
+		return nil, fmt.Errorf("%s client: %s", label, res.Error)
 	}
 	if secs, ok := srvCPU.seconds(); ok && res.Metrics != nil {
 		res.Metrics[results.CPUSecondsServer] = secs
@@ -203,8 +210,14 @@ func waitProcess(ctx context.Context, p testbed.Process, limit time.Duration) er
 // StartAgentServer starts `spanperf agent serve` on port in site and waits
 // until it listens.
 func StartAgentServer(ctx context.Context, site testbed.Site, port int) (testbed.Process, error) {
+	return startAgent(ctx, site, "agent-server", "serve", "--listen", ":"+strconv.Itoa(port))
+}
+
+// startAgent starts `spanperf agent ARGS...` in site as a server named name
+// and waits for its ready line.
+func startAgent(ctx context.Context, site testbed.Site, name string, args ...string) (testbed.Process, error) {
 	ready := newLineSignal()
-	cmd := agent.Command("agent-server", "serve", "--listen", ":"+strconv.Itoa(port))
+	cmd := agent.Command(name, args...)
 	cmd.Stdout = ready
 	p, err := site.Exec(ctx, cmd)
 	if err != nil {
@@ -214,13 +227,13 @@ func StartAgentServer(ctx context.Context, site testbed.Site, port int) (testbed
 	case <-ready.c:
 		return p, nil
 	case <-p.Done():
-		return nil, fmt.Errorf("agent server on %s: %v", site.Name(), p.Wait())
+		return nil, fmt.Errorf("%s on %s: %v", name, site.Name(), p.Wait())
 	case <-ctx.Done():
 		p.Stop(time.Second)
 		return nil, ctx.Err()
 	case <-time.After(10 * time.Second):
 		p.Stop(time.Second)
-		return nil, fmt.Errorf("agent server on %s: not ready after 10s: %s", site.Name(), p.Tail())
+		return nil, fmt.Errorf("%s on %s: not ready after 10s: %s", name, site.Name(), p.Tail())
 	}
 }
 

@@ -1,18 +1,13 @@
 package workload
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
-	"github.com/spanperf/spanperf/internal/testbed"
 )
 
 // HTTPInfo registers the built-in constant-rate HTTP workload.
@@ -73,63 +68,7 @@ func (httpWorkload) Run(ctx context.Context, env Env) (*Result, error) {
 		return nil, err
 	}
 	defer srv.Stop(time.Second)
-	var out bytes.Buffer
-	cmd := agent.Command("agent-http-client", cliArgs...)
-	cmd.Stdout = &out
-	cli, err := env.Client.Exec(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	srvCPU := watchCPU(srv.PID(), env.Warmup, env.Duration)
-	defer srvCPU.stop()
 	// The client waits for requests still in flight at the end, each
 	// bounded by its 10 s timeout.
-	limit := env.Warmup + env.Duration + 40*time.Second
-	if err := waitProcess(ctx, cli, limit); err != nil {
-		var res agent.Result
-		if json.Unmarshal(out.Bytes(), &res) == nil && res.Error != "" {
-			return nil, fmt.Errorf("http client: %s", res.Error)
-		}
-		return nil, fmt.Errorf("http client: %w", err)
-	}
-	select {
-	case <-srv.Done():
-		return nil, fmt.Errorf("http: agent server exited during the trial: %v", srv.Wait())
-	default:
-	}
-	var res agent.Result
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("http client: bad output %q: %w", truncate(out.String(), 200), err)
-	}
-	if res.Error != "" {
-		return nil, fmt.Errorf("http client: %s", res.Error)
-	}
-	if secs, ok := srvCPU.seconds(); ok && res.Metrics != nil {
-		res.Metrics[results.CPUSecondsServer] = secs
-	}
-	return &Result{Metrics: res.Metrics, Series: res.Series, Histogram: res.Histogram}, nil
-}
-
-// startAgent starts `spanperf agent ARGS...` in site as a server named name
-// and waits for its ready line.
-func startAgent(ctx context.Context, site testbed.Site, name string, args ...string) (testbed.Process, error) {
-	ready := newLineSignal()
-	cmd := agent.Command(name, args...)
-	cmd.Stdout = ready
-	p, err := site.Exec(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-ready.c:
-		return p, nil
-	case <-p.Done():
-		return nil, fmt.Errorf("%s on %s: %v", name, site.Name(), p.Wait())
-	case <-ctx.Done():
-		p.Stop(time.Second)
-		return nil, ctx.Err()
-	case <-time.After(10 * time.Second):
-		p.Stop(time.Second)
-		return nil, fmt.Errorf("%s on %s: not ready after 10s: %s", name, site.Name(), p.Tail())
-	}
+	return runAgentClient(ctx, env, srv, "http", cliArgs, 40*time.Second)
 }
