@@ -354,19 +354,11 @@ func runRR(spec ClientSpec) (*Result, error) {
 	m["transactions"] = float64(merged.TotalCount())
 	m["duration_s"] = elapsed.Seconds()
 	if paced {
-		m[results.TargetRate] = spec.Rate
-		m[results.Sustained] = 0
-		if m[rateName] >= results.SustainedFraction*spec.Rate {
-			m[results.Sustained] = 1
-		}
 		lag := newHist()
 		for _, h := range lags {
 			lag.Merge(h)
 		}
-		if lag.TotalCount() > 0 {
-			m[results.SendLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
-			m[results.SendLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
-		}
+		pacedMetrics(m, rateName, spec.Rate, lag)
 	}
 	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -392,6 +384,21 @@ func crrOnce(target netip.AddrPort, first, resp []byte) error {
 		return err
 	}
 	return c.readFull(resp)
+}
+
+// pacedMetrics adds what an open-loop run reports: the target rate, whether
+// the achieved rate (m[rateName]) sustained it, and the sends' lag behind
+// their intended times.
+func pacedMetrics(m map[string]float64, rateName string, target float64, lag *hdrhistogram.Histogram) {
+	m[results.TargetRate] = target
+	m[results.Sustained] = 0
+	if m[rateName] >= results.SustainedFraction*target {
+		m[results.Sustained] = 1
+	}
+	if lag.TotalCount() > 0 {
+		m[results.SendLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
+		m[results.SendLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
+	}
 }
 
 // latencyMetrics turns a histogram in nanoseconds into latency metrics in seconds.

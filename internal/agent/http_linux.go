@@ -450,15 +450,7 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	m["cpu_seconds_client"] = cpu1 - cpu0
 	m["duration_s"] = elapsed.Seconds()
 	if paced {
-		m[results.TargetRate] = s.Rate
-		m[results.Sustained] = 0
-		if m[MetricRequestsPerS] >= results.SustainedFraction*s.Rate {
-			m[results.Sustained] = 1
-		}
-		if lag.TotalCount() > 0 {
-			m[results.SendLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
-			m[results.SendLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
-		}
+		pacedMetrics(m, MetricRequestsPerS, s.Rate, lag)
 	}
 	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
