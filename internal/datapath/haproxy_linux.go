@@ -79,6 +79,20 @@ func hapBegin(ctx context.Context, dp string, tb testbed.Testbed, check func(con
 	return ltb, pki, nil
 }
 
+// hapListen is what site i's front haproxy listens on: inbound from the
+// other sites' relays or proxies, and one local port per other site j
+// (HAProxyLocalBasePort + j) for clients in site i.
+func hapListen(sites []*netns.Site, i int, inbound uint16) []netip.AddrPort {
+	s := sites[i]
+	listen := []netip.AddrPort{netip.AddrPortFrom(s.Addr(), inbound)}
+	for j := range sites {
+		if j != i {
+			listen = append(listen, netip.AddrPortFrom(s.Addr(), uint16(HAProxyLocalBasePort+j)))
+		}
+	}
+	return listen
+}
+
 // hapTarget is the Link.Target of datapaths whose local relay or proxy
 // in each site listens on HAProxyLocalBasePort + j for site j. The relays forward
 // to the service port (agent.DefaultPort) only, whatever port is asked; a

@@ -197,12 +197,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		}
 	}
 	for i, s := range sites {
-		listen := []netip.AddrPort{netip.AddrPortFrom(s.Addr(), MeshInboundPort)}
-		for j := range sites {
-			if j != i {
-				listen = append(listen, netip.AddrPortFrom(s.Addr(), uint16(HAProxyLocalBasePort+j)))
-			}
-		}
+		listen := hapListen(sites, i, MeshInboundPort)
 		cfg := filepath.Join(pki.Dir(), "proxy-"+s.Name()+".cfg")
 		d, err := hapStart(ctx, meshGatewayName, "proxy", "haproxy-proxy", s, cfg, m.proxyConfig(sites, i, pki.Dir()), listen)
 		if err != nil {

@@ -151,12 +151,7 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		}
 	}
 	for i, s := range sites {
-		listen := []netip.AddrPort{netip.AddrPortFrom(s.Addr(), MTLSRelayPort)}
-		for j := range sites {
-			if j != i {
-				listen = append(listen, netip.AddrPortFrom(s.Addr(), uint16(HAProxyLocalBasePort+j)))
-			}
-		}
+		listen := hapListen(sites, i, MTLSRelayPort)
 		cfg := filepath.Join(pki.Dir(), "relay-"+s.Name()+".cfg")
 		d, err := hapStart(ctx, mtlsRelayName, "relay", "haproxy", s, cfg, r.config(sites, i, pki.Dir()), listen)
 		if err != nil {
