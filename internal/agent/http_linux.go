@@ -210,6 +210,12 @@ type HTTPClientSpec struct {
 	// Timeout bounds each request; 0 means 10s. Requests that hit it count
 	// as timeouts.
 	Timeout time.Duration
+	// Streams is how many requests each HTTP/2 connection keeps in flight
+	// in a closed loop (h2load -m); 0 means 1. HTTP/1.1 takes 1 only.
+	Streams int
+	// Threads is the number of event loops, each on its own thread,
+	// sharing the connections (wrk -t); 0 means 1. TLS ignores it.
+	Threads int
 }
 
 // Validate reports a spec the client cannot run.
@@ -223,8 +229,12 @@ func (s HTTPClientSpec) Validate() error {
 		return errors.New("agent http: duration must be positive")
 	case s.Connections < 1:
 		return errors.New("agent http: connections must be ≥ 1")
-	case s.BodySize < 0 || s.Timeout < 0 || s.Warmup < 0:
-		return errors.New("agent http: body size, timeout and warmup must be ≥ 0")
+	case s.BodySize < 0 || s.Timeout < 0 || s.Warmup < 0 || s.Streams < 0 || s.Threads < 0:
+		return errors.New("agent http: body size, timeout, warmup, streams and threads must be ≥ 0")
+	case s.Streams > 1 && s.Protocol == "http1":
+		return errors.New("agent http: HTTP/1.1 has one request in flight per connection; streams > 1 needs http2")
+	case s.Streams > 1 && s.Rate > 0:
+		return errors.New("agent http: streams sets a closed loop's concurrency; a paced run sends each request at its due time")
 	case !(s.Rate >= 0) || math.IsInf(s.Rate, 0):
 		return fmt.Errorf("agent http: rate must be a finite number ≥ 0, got %g", s.Rate)
 	}
@@ -309,7 +319,36 @@ func doRequest(c *http.Client, url string, bodySize int) error {
 	return nil
 }
 
-// RunHTTPClient runs one http client and returns its result.
+// httpTotals is what an engine measured: latencies and pacing errors in
+// ns, failures, and the first failure's error.
+type httpTotals struct {
+	hist, lag      *hdrhistogram.Histogram
+	errs, timeouts uint64
+	firstErr       error
+}
+
+func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts uint64, firstErr error) {
+	t.hist.Merge(hist)
+	t.lag.Merge(lag)
+	t.errs += errs
+	t.timeouts += timeouts
+	if t.firstErr == nil {
+		t.firstErr = firstErr
+	}
+}
+
+// httpEngine sends a run's requests: connected before the clock starts,
+// started at the schedule's origin, counted live by the sampler, and
+// waited for at the end.
+type httpEngine interface {
+	start(origin time.Time, ck *clock)
+	completed() uint64
+	wait() httpTotals
+}
+
+// RunHTTPClient runs one http client and returns its result. Cleartext
+// HTTP/1.1 and h2c run on the event loops (httploop_linux.go); TLS runs
+// on net/http.
 func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -320,45 +359,181 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	if s.Timeout == 0 {
 		s.Timeout = 10 * time.Second
 	}
+	s.Streams = max(s.Streams, 1)
+	s.Threads = max(min(s.Threads, s.Connections), 1)
+	var eng httpEngine
+	var err error
+	if s.TLS {
+		eng, err = newNetHTTPEngine(ctx, s)
+	} else {
+		eng, err = newLoopEngine(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ck clock
+	eng.start(time.Now(), &ck)
+	var series []float64
+	var prev uint64
+	var cpu0, cpu1 float64
+	prevT := time.Now()
+	elapsed := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
+		n, now := eng.completed(), time.Now()
+		if i < 0 {
+			cpu0 = cpuSeconds()
+		} else {
+			series = append(series, float64(n-prev)/now.Sub(prevT).Seconds())
+			cpu1 = cpuSeconds()
+		}
+		prev, prevT = n, now
+	})
+	// Requests sent in the window count even when they end after it:
+	// dropping them would hide the slowest.
+	t := eng.wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if t.hist.TotalCount() == 0 {
+		if t.firstErr != nil {
+			return nil, fmt.Errorf("agent http: no request succeeded in %s: %w", s.Duration, t.firstErr)
+		}
+		return nil, fmt.Errorf("agent http: no request completed in %s", s.Duration)
+	}
+	m := latencyMetrics(t.hist)
+	m[MetricLatencyP9999] = float64(t.hist.ValueAtQuantile(99.99)) / 1e9
+	m[MetricRequestsPerS] = float64(t.hist.TotalCount()) / elapsed.Seconds()
+	m[MetricErrors] = float64(t.errs)
+	m[MetricTimeouts] = float64(t.timeouts)
+	m["requests"] = float64(t.hist.TotalCount())
+	m["cpu_seconds_client"] = cpu1 - cpu0
+	m["duration_s"] = elapsed.Seconds()
+	if s.Rate > 0 {
+		pacedMetrics(m, MetricRequestsPerS, s.Rate, t.lag)
+	}
+	enc, err := t.hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
+	}
+	return &Result{
+		Metrics:   m,
+		Series:    map[string]results.Series{MetricRequestsPerS: {Interval: interval(ClientSpec{Interval: s.Interval}), Values: series}},
+		Histogram: string(enc),
+	}, nil
+}
+
+// loopEngine runs Threads event loops; loop l owns the connections whose
+// number is l modulo Threads.
+type loopEngine struct {
+	loops   []*httpLoop
+	wg      sync.WaitGroup
+	release func()
+}
+
+func newLoopEngine(s HTTPClientSpec) (*loopEngine, error) {
+	e := &loopEngine{}
+	for l := 0; l < s.Threads; l++ {
+		var idx []int
+		for i := l; i < s.Connections; i += s.Threads {
+			idx = append(idx, i)
+		}
+		lp, err := newHTTPLoop(s, idx)
+		if err != nil {
+			for _, x := range e.loops {
+				x.close()
+			}
+			return nil, fmt.Errorf("agent http: %w", err)
+		}
+		e.loops = append(e.loops, lp)
+	}
+	return e, nil
+}
+
+func (e *loopEngine) start(origin time.Time, ck *clock) {
+	e.release = reserveProcs(len(e.loops))
+	for _, lp := range e.loops {
+		lp.origin, lp.ck = origin, ck
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			lp.run()
+		}()
+	}
+}
+
+func (e *loopEngine) completed() (n uint64) {
+	for _, lp := range e.loops {
+		n += lp.ok.Load()
+	}
+	return n
+}
+
+func (e *loopEngine) wait() httpTotals {
+	e.wg.Wait()
+	e.release()
+	t := httpTotals{hist: newHist(), lag: newHist()}
+	for _, lp := range e.loops {
+		lp.close()
+		t.add(lp.hist, lp.lag, lp.errs, lp.timeouts, lp.firstErr)
+	}
+	return t
+}
+
+// netHTTPEngine is net/http's client, one Transport per connection: the
+// TLS path. HTTP/1.1 has one request in flight per connection; HTTP/2
+// sends each request at its due time on its connection's goroutine.
+type netHTTPEngine struct {
+	ctx      context.Context
+	s        HTTPClientSpec
+	url      string
+	clients  []*http.Client
+	tallies  []*httpTally
+	wg, infl sync.WaitGroup
+	release  func()
+}
+
+func newNetHTTPEngine(ctx context.Context, s HTTPClientSpec) (*netHTTPEngine, error) {
 	scheme := "http"
 	if s.TLS {
 		scheme = "https"
 	}
-	url := scheme + "://" + s.Target.String() + s.Path
-	clients := make([]*http.Client, s.Connections)
-	tallies := make([]*httpTally, s.Connections)
-	for i := range clients {
-		clients[i] = newConnClient(s)
-		tallies[i] = &httpTally{hist: newHist(), lag: newHist()}
+	e := &netHTTPEngine{ctx: ctx, s: s, url: scheme + "://" + s.Target.String() + s.Path}
+	for i := 0; i < s.Connections; i++ {
+		c := newConnClient(s)
+		e.clients = append(e.clients, c)
+		e.tallies = append(e.tallies, &httpTally{hist: newHist(), lag: newHist()})
 		// Connect before the clock starts, so the first due requests do
 		// not pay for the handshake.
-		if err := doRequest(clients[i], url, s.BodySize); err != nil {
+		if err := doRequest(c, e.url, s.BodySize); err != nil {
+			e.closeIdle()
 			return nil, fmt.Errorf("agent http: first request: %w", err)
 		}
 	}
-	defer func() {
-		for _, c := range clients {
-			c.CloseIdleConnections()
-		}
-	}()
+	return e, nil
+}
+
+func (e *netHTTPEngine) closeIdle() {
+	for _, c := range e.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
+	s := e.s
 	paced := s.Rate > 0
-	defer reserveProcs(s.Connections)()
-	var ck clock
-	var wg, inflight sync.WaitGroup
-	t0 := time.Now()
-	for i := range clients {
-		wg.Add(1)
+	e.release = reserveProcs(s.Connections)
+	for i := range e.clients {
+		e.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			c, tally := clients[i], tallies[i]
+			defer e.wg.Done()
+			c, tally := e.clients[i], e.tallies[i]
 			if !paced {
 				for {
 					ph := ck.phase.Load()
-					if ph == phaseStop || ctx.Err() != nil {
+					if ph == phaseStop || e.ctx.Err() != nil {
 						return
 					}
 					start := time.Now()
-					err := doRequest(c, url, s.BodySize)
+					err := doRequest(c, e.url, s.BodySize)
 					if ph == phaseMeasure {
 						tally.record(time.Since(start), 0, false, err)
 					}
@@ -375,11 +550,11 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 				waited := p.wait(due, stopped)
 				sent := time.Now()
 				ph := ck.phase.Load()
-				if ph == phaseStop || ctx.Err() != nil {
+				if ph == phaseStop || e.ctx.Err() != nil {
 					return
 				}
 				one := func() {
-					err := doRequest(c, url, s.BodySize)
+					err := doRequest(c, e.url, s.BodySize)
 					if ph == phaseMeasure {
 						tally.record(time.Since(due), sent.Sub(due), waited, err)
 					}
@@ -388,79 +563,33 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 					one()
 					continue
 				}
-				inflight.Add(1)
+				e.infl.Add(1)
 				go func() {
-					defer inflight.Done()
+					defer e.infl.Done()
 					one()
 				}()
 			}
 		}()
 	}
-	total := func() (n uint64) {
-		for _, t := range tallies {
-			n += t.ok.Load()
-		}
-		return
+}
+
+func (e *netHTTPEngine) completed() (n uint64) {
+	for _, t := range e.tallies {
+		n += t.ok.Load()
 	}
-	var series []float64
-	var prev uint64
-	var cpu0, cpu1 float64
-	prevT := time.Now()
-	elapsed := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
-		n, now := total(), time.Now()
-		if i < 0 {
-			cpu0 = cpuSeconds()
-		} else {
-			series = append(series, float64(n-prev)/now.Sub(prevT).Seconds())
-			cpu1 = cpuSeconds()
-		}
-		prev, prevT = n, now
-	})
-	wg.Wait()
-	// Requests sent in the window count even when they end after it:
-	// dropping them would hide the slowest.
-	inflight.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return n
+}
+
+func (e *netHTTPEngine) wait() httpTotals {
+	e.wg.Wait()
+	e.infl.Wait()
+	e.release()
+	e.closeIdle()
+	t := httpTotals{hist: newHist(), lag: newHist()}
+	for _, x := range e.tallies {
+		t.add(x.hist, x.lag, x.errs, x.timeouts, x.firstErr)
 	}
-	merged, lag := newHist(), newHist()
-	var errs, timeouts uint64
-	var firstErr error
-	for _, t := range tallies {
-		merged.Merge(t.hist)
-		lag.Merge(t.lag)
-		errs += t.errs
-		timeouts += t.timeouts
-		if firstErr == nil {
-			firstErr = t.firstErr
-		}
-	}
-	if merged.TotalCount() == 0 {
-		if firstErr != nil {
-			return nil, fmt.Errorf("agent http: no request succeeded in %s: %w", s.Duration, firstErr)
-		}
-		return nil, fmt.Errorf("agent http: no request completed in %s", s.Duration)
-	}
-	m := latencyMetrics(merged)
-	m[MetricLatencyP9999] = float64(merged.ValueAtQuantile(99.99)) / 1e9
-	m[MetricRequestsPerS] = float64(merged.TotalCount()) / elapsed.Seconds()
-	m[MetricErrors] = float64(errs)
-	m[MetricTimeouts] = float64(timeouts)
-	m["requests"] = float64(merged.TotalCount())
-	m["cpu_seconds_client"] = cpu1 - cpu0
-	m["duration_s"] = elapsed.Seconds()
-	if paced {
-		pacedMetrics(m, MetricRequestsPerS, s.Rate, lag)
-	}
-	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
-	if err != nil {
-		return nil, fmt.Errorf("encode histogram: %w", err)
-	}
-	return &Result{
-		Metrics:   m,
-		Series:    map[string]results.Series{MetricRequestsPerS: {Interval: interval(ClientSpec{Interval: s.Interval}), Values: series}},
-		Histogram: string(enc),
-	}, nil
+	return t
 }
 
 // httpMain runs the http-serve and http subcommands of Main.
@@ -498,6 +627,8 @@ func httpMain(args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
 		fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
 		fs.DurationVar(&s.Timeout, "timeout", 0, "per-request timeout (default 10s)")
+		fs.IntVar(&s.Streams, "streams", 1, "HTTP/2 requests in flight per connection in a closed loop")
+		fs.IntVar(&s.Threads, "threads", 1, "event loops (threads) sharing the connections")
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}

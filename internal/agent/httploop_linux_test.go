@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The event loop's edge cases, each against a real server on loopback.
+
+// A server that closes the connection after every response
+// (Connection: close): the loop reconnects and counts no error.
+func TestHTTPLoopServerCloses(t *testing.T) {
+	body := bodyHandler(512, 0)
+	addr := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		body.ServeHTTP(w, r)
+	}), false)
+	for _, rate := range []float64{0, 200} {
+		m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: "http1", Rate: rate, Connections: 2, BodySize: 512,
+			Duration: time.Second, Warmup: 100 * time.Millisecond})
+		t.Logf("rate %g: %.0f/s errors %g", rate, m[MetricRequestsPerS], m[MetricErrors])
+		if m[MetricErrors] != 0 || m["requests"] < 50 {
+			t.Errorf("rate %g: errors %g, requests %g", rate, m[MetricErrors], m["requests"])
+		}
+	}
+}
+
+// An HTTP/2 server that allows two streams per connection: a closed loop
+// asking for eight keeps two in flight, never more, and fails nothing.
+func TestHTTPLoopRespectsMaxStreams(t *testing.T) {
+	var cur, peak atomic.Int32
+	body := bodyHandler(256, 0)
+	srv, err := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := cur.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		cur.Add(-1)
+		body.ServeHTTP(w, r)
+	}), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.HTTP2.MaxConcurrentStreams = 2
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	m := runHTTP(t, HTTPClientSpec{Target: netip.MustParseAddrPort(ln.Addr().String()), Protocol: "http2", Streams: 8,
+		Connections: 1, BodySize: 256, Duration: time.Second, Warmup: 100 * time.Millisecond})
+	t.Logf("%.0f/s, peak %d streams", m[MetricRequestsPerS], peak.Load())
+	if m[MetricErrors] != 0 || peak.Load() != 2 {
+		t.Errorf("errors %g, peak concurrent streams %d, want 0 and 2", m[MetricErrors], peak.Load())
+	}
+}
+
+// A server that never answers every second request: those count as
+// timeouts, not errors, and the others still succeed; on HTTP/1.1 the
+// loop replaces the stuck connection (and the requests queued behind a
+// stuck one wait for it, so fewer are sent).
+func TestHTTPLoopTimeouts(t *testing.T) {
+	for _, proto := range []string{"http1", "http2"} {
+		t.Run(proto, func(t *testing.T) {
+			var n atomic.Int64
+			done := make(chan struct{})
+			body := bodyHandler(128, 0)
+			addr := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1)%2 == 0 {
+					select {
+					case <-done:
+					case <-r.Context().Done():
+					}
+					return
+				}
+				body.ServeHTTP(w, r)
+			}), false)
+			defer close(done)
+			m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: proto, Rate: 40, Connections: 1, BodySize: 128,
+				Duration: time.Second, Timeout: 150 * time.Millisecond})
+			t.Logf("requests %g timeouts %g errors %g", m["requests"], m[MetricTimeouts], m[MetricErrors])
+			if m[MetricTimeouts] < 5 || m["requests"] < 5 || m[MetricErrors] != 0 {
+				t.Errorf("requests %g timeouts %g errors %g; want ≥ 5, ≥ 5, 0", m["requests"], m[MetricTimeouts], m[MetricErrors])
+			}
+		})
+	}
+}
+
+// Two event loops share eight connections and together hold the rate.
+func TestHTTPLoopThreads(t *testing.T) {
+	for _, proto := range []string{"http1", "http2"} {
+		addr := startHTTP(t, bodyHandler(1024, 0), false)
+		const rate = 1000
+		m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: proto, Rate: rate, Connections: 8, Threads: 2,
+			BodySize: 1024, Duration: time.Second, Warmup: 200 * time.Millisecond})
+		if got := m[MetricRequestsPerS]; got < 0.99*rate || got > 1.01*rate || m[MetricErrors] != 0 {
+			t.Errorf("%s: %.1f/s of %d/s, errors %g", proto, got, rate, m[MetricErrors])
+		}
+	}
+}
+
+// A hand-written HTTP/1.1 server that dribbles each response out a few
+// bytes at a time, header folding-case and all: the loop's parser must
+// reassemble it across reads.
+func TestHTTPLoopSplitResponses(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	resp := "HTTP/1.1 200 OK\r\nserver: dribble\r\nCONTENT-length: 300\r\n\r\n" + strings.Repeat("y", 300)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.(*net.TCPConn).SetNoDelay(true)
+				br := bufio.NewReader(c)
+				for {
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						if line == "\r\n" {
+							break
+						}
+					}
+					for b := []byte(resp); len(b) > 0; {
+						k := min(7, len(b))
+						if _, err := c.Write(b[:k]); err != nil {
+							return
+						}
+						b = b[k:]
+						time.Sleep(20 * time.Microsecond)
+					}
+				}
+			}()
+		}
+	}()
+	m := runHTTP(t, HTTPClientSpec{Target: netip.MustParseAddrPort(ln.Addr().String()), Protocol: "http1",
+		Connections: 2, BodySize: 300, Duration: 500 * time.Millisecond})
+	if m[MetricErrors] != 0 || m["requests"] < 20 {
+		t.Errorf("requests %g errors %g", m["requests"], m[MetricErrors])
+	}
+}
+
+func TestParseH1Header(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		status  int
+		length  int
+		closing bool
+		err     string
+	}{
+		{in: "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n", status: 200, length: 12},
+		{in: "HTTP/1.0 404 Not Found\r\ncontent-length:0\r\nConnection: close\r\n", status: 404, closing: true},
+		{in: "HTTP/1.1 204 No Content\r\n", status: 204},
+		{in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n", err: "only Content-Length"},
+		{in: "HTTP/1.1 200 OK\r\nServer: x\r\n", err: "without Content-Length"},
+		{in: "HTTP/1.1 200 OK\r\nContent-Length: -3\r\n", err: "bad"},
+		{in: "SSH-2.0-OpenSSH\r\n", err: "bad status line"},
+	} {
+		status, length, closing, err := parseH1Header([]byte(tc.in))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.in, err, tc.err)
+			}
+		case err != nil || status != tc.status || length != tc.length || closing != tc.closing:
+			t.Errorf("%q: %d %d %v %v, want %d %d %v", tc.in, status, length, closing, err, tc.status, tc.length, tc.closing)
+		}
+	}
+}
+
+// A peer that is not an HTTP server fails the run with an error that says
+// what came back.
+func TestHTTPLoopNotHTTP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n\r\n"))
+			time.AfterFunc(time.Second, func() { c.Close() })
+		}
+	}()
+	_, err = RunHTTPClient(context.Background(), HTTPClientSpec{Target: netip.MustParseAddrPort(ln.Addr().String()),
+		Protocol: "http1", Connections: 1, Duration: 300 * time.Millisecond})
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("SSH-2.0")) {
+		t.Errorf("err %v, want one quoting the SSH banner", err)
+	}
+}
