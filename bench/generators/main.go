@@ -15,14 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/spanperf/spanperf/bench/internal/benchkit"
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/runner"
@@ -82,7 +80,7 @@ func run() error {
 		return err
 	}
 	time.Sleep(500 * time.Millisecond)
-	fmt.Printf("spanperf generators vs standard tools: native testbed, %d reps × %s, host %s\n\n", *reps, *dur, hostLine())
+	fmt.Printf("spanperf generators vs standard tools: native testbed, %d reps × %s, host %s\n\n", *reps, *dur, benchkit.HostLine())
 
 	sizes := []int{*msg}
 	if *msgSmall > 0 {
@@ -101,7 +99,7 @@ func run() error {
 				theirs = append(theirs, s)
 				return err
 			}
-			if err := alternate(r, o, t); err != nil {
+			if err := benchkit.Alternate(r, o, t); err != nil {
 				return err
 			}
 		}
@@ -119,7 +117,7 @@ func run() error {
 			theirs = append(theirs, s)
 			return err
 		}
-		if err := alternate(r, o, t); err != nil {
+		if err := benchkit.Alternate(r, o, t); err != nil {
 			return err
 		}
 	}
@@ -127,49 +125,10 @@ func run() error {
 	return upDown()
 }
 
-// alternate runs the two sides, ours first on even reps, theirs first on odd ones.
-func alternate(r int, ours, theirs func() error) error {
-	first, second := ours, theirs
-	if r%2 == 1 {
-		first, second = theirs, ours
-	}
-	if err := first(); err != nil {
-		return err
-	}
-	return second()
-}
-
-// inSite runs a command to completion inside a site and returns its output and CPU seconds.
-func inSite(s *netns.Site, name string, args ...string) ([]byte, float64, error) {
-	cmd := exec.Command(name, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := s.Do(cmd.Start); err != nil {
-		return nil, 0, err
-	}
-	if err := cmd.Wait(); err != nil {
-		return out.Bytes(), 0, fmt.Errorf("%s: %v: %s", name, err, errb.String())
-	}
-	return out.Bytes(), (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), nil
-}
-
-// procCPU returns a process's CPU seconds so far (all threads).
-func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / 100 // USER_HZ
-}
-
 func ourStream(a, b *netns.Site, srvPID, size int) (sample, error) {
 	exe, _ := os.Executable()
-	c0 := procCPU(srvPID)
-	out, cpu, err := inSite(a, exe, "agent", "client", "--mode", "stream", "--target", b.Addr().String()+":7100",
+	c0 := benchkit.ProcCPU(srvPID)
+	out, cpu, err := benchkit.InSite(a, exe, "agent", "client", "--mode", "stream", "--target", b.Addr().String()+":7100",
 		"--duration", dur.String(), "--warmup", "1s", "--message-size", strconv.Itoa(size), "--streams", strconv.Itoa(*streams))
 	if err != nil {
 		return sample{}, err
@@ -180,13 +139,13 @@ func ourStream(a, b *netns.Site, srvPID, size int) (sample, error) {
 	}
 	// CPU over the whole client run (warmup included) on both sides, bytes likewise.
 	total := res.Metrics["bytes"] * (dur.Seconds() + 1) / dur.Seconds()
-	return sample{rate: res.Metrics["throughput_bps"], cpu: cpu + procCPU(srvPID) - c0, amount: total}, nil
+	return sample{rate: res.Metrics["throughput_bps"], cpu: cpu + benchkit.ProcCPU(srvPID) - c0, amount: total}, nil
 }
 
 func iperfStream(a, b *netns.Site, srvPID, size int) (sample, error) {
-	c0 := procCPU(srvPID)
+	c0 := benchkit.ProcCPU(srvPID)
 	secs := strconv.FormatFloat(dur.Seconds()+1, 'f', -1, 64)
-	out, cpu, err := inSite(a, "iperf3", "-c", b.Addr().String(), "-p", "5201", "-J", "-t", secs, "-O", "1",
+	out, cpu, err := benchkit.InSite(a, "iperf3", "-c", b.Addr().String(), "-p", "5201", "-J", "-t", secs, "-O", "1",
 		"-l", strconv.Itoa(size), "-P", strconv.Itoa(*streams))
 	if err != nil {
 		return sample{}, err
@@ -204,13 +163,13 @@ func iperfStream(a, b *netns.Site, srvPID, size int) (sample, error) {
 	}
 	// -O 1 omits the first second from the figures but not from the CPU: count its bytes too.
 	total := res.End.SumReceived.Bytes * (dur.Seconds() + 1) / dur.Seconds()
-	return sample{rate: res.End.SumReceived.Bps, cpu: cpu + procCPU(srvPID) - c0, amount: total}, nil
+	return sample{rate: res.End.SumReceived.Bps, cpu: cpu + benchkit.ProcCPU(srvPID) - c0, amount: total}, nil
 }
 
 func ourRR(a, b *netns.Site, srvPID int) (sample, error) {
 	exe, _ := os.Executable()
-	c0 := procCPU(srvPID)
-	out, cpu, err := inSite(a, exe, "agent", "client", "--mode", "rr", "--target", b.Addr().String()+":7100",
+	c0 := benchkit.ProcCPU(srvPID)
+	out, cpu, err := benchkit.InSite(a, exe, "agent", "client", "--mode", "rr", "--target", b.Addr().String()+":7100",
 		"--duration", dur.String(), "--warmup", "1s", "--request-size", "64", "--response-size", "64", "--concurrency", "1")
 	if err != nil {
 		return sample{}, err
@@ -219,15 +178,15 @@ func ourRR(a, b *netns.Site, srvPID int) (sample, error) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		return sample{}, err
 	}
-	return sample{rate: res.Metrics["transactions_per_s"], cpu: cpu + procCPU(srvPID) - c0, amount: res.Metrics["transactions"]}, nil
+	return sample{rate: res.Metrics["transactions_per_s"], cpu: cpu + benchkit.ProcCPU(srvPID) - c0, amount: res.Metrics["transactions"]}, nil
 }
 
 var validRe = regexp.MustCompile(`\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=([0-9]+); ReceivedMessages=([0-9]+)`)
 
 func sockperfRR(a, b *netns.Site, srvPID int) (sample, error) {
-	c0 := procCPU(srvPID)
+	c0 := benchkit.ProcCPU(srvPID)
 	secs := strconv.Itoa(int(dur.Seconds() + 1))
-	out, cpu, err := inSite(a, "sockperf", "ping-pong", "--tcp", "-i", b.Addr().String(), "-p", "11111", "-m", "64", "-t", secs)
+	out, cpu, err := benchkit.InSite(a, "sockperf", "ping-pong", "--tcp", "-i", b.Addr().String(), "-p", "11111", "-m", "64", "-t", secs)
 	if err != nil {
 		return sample{}, err
 	}
@@ -237,7 +196,7 @@ func sockperfRR(a, b *netns.Site, srvPID int) (sample, error) {
 	}
 	rt, _ := strconv.ParseFloat(string(m[1]), 64)
 	recv, _ := strconv.ParseFloat(string(m[3]), 64)
-	return sample{rate: recv / rt, cpu: cpu + procCPU(srvPID) - c0, amount: recv}, nil
+	return sample{rate: recv / rt, cpu: cpu + benchkit.ProcCPU(srvPID) - c0, amount: recv}, nil
 }
 
 func firstLines(b []byte) string {
@@ -247,19 +206,6 @@ func firstLines(b []byte) string {
 		out = append(out, sc.Text())
 	}
 	return strings.Join(out, " | ")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // report prints both sides' medians and the ratio; for streams also CPU
@@ -279,20 +225,12 @@ func report(title, us, them, unit string, scale float64, ours, theirs []sample) 
 		cost = func(s sample) float64 { return s.cpu / s.amount * 1e6 }
 		costName = "CPU µs per round trip"
 	}
-	ro, rt := median(col(ours, rate)), median(col(theirs, rate))
-	co, ct := median(col(ours, cost)), median(col(theirs, cost))
+	ro, rt := benchkit.Median(col(ours, rate)), benchkit.Median(col(theirs, rate))
+	co, ct := benchkit.Median(col(ours, cost)), benchkit.Median(col(theirs, cost))
 	fmt.Printf("%s\n", title)
-	fmt.Printf("  %-20s %8.2f %s   %s %.3f   per rep: %s\n", us, ro/scale, unit, costName, co, fmtList(col(ours, rate), scale))
-	fmt.Printf("  %-20s %8.2f %s   %s %.3f   per rep: %s\n", them, rt/scale, unit, costName, ct, fmtList(col(theirs, rate), scale))
+	fmt.Printf("  %-20s %8.2f %s   %s %.3f   per rep: %s\n", us, ro/scale, unit, costName, co, benchkit.FmtList(col(ours, rate), scale))
+	fmt.Printf("  %-20s %8.2f %s   %s %.3f   per rep: %s\n", them, rt/scale, unit, costName, ct, benchkit.FmtList(col(theirs, rate), scale))
 	fmt.Printf("  ratio (median): rate %.2f×, CPU per unit %.2f×\n\n", ro/rt, co/ct)
-}
-
-func fmtList(xs []float64, scale float64) string {
-	var out []string
-	for _, x := range xs {
-		out = append(out, strconv.FormatFloat(x/scale, 'f', 2, 64))
-	}
-	return strings.Join(out, " ")
 }
 
 // upDown times building and removing a two-site testbed with vxlan.
@@ -318,12 +256,6 @@ func upDown() error {
 		times = append(times, time.Since(t0).Seconds())
 	}
 	fmt.Printf("testbed up+down, 2 sites + vxlan: median %.3f s over %d (min %.3f, max %.3f)\n",
-		median(times), len(times), slices.Min(times), slices.Max(times))
+		benchkit.Median(times), len(times), slices.Min(times), slices.Max(times))
 	return nil
-}
-
-func hostLine() string {
-	var u unix.Utsname
-	unix.Uname(&u)
-	return fmt.Sprintf("kernel %s, %d CPUs", unix.ByteSliceToString(u.Release[:]), runtime.NumCPU())
 }
