@@ -31,10 +31,11 @@ test: build
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/scenario/
 
-## bench: built-in generators against iperf3 and sockperf, side by side
+## bench: built-in generators against iperf3, sockperf, wrk and h2load, side by side
 bench: build
 	@scripts/deps.sh bench
 	bench/generators.sh
+	bench/http.sh
 
 clean:
 	rm -rf bin

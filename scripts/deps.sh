@@ -8,7 +8,7 @@ want=(iproute2 ca-certificates procps
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
   haproxy openvswitch-switch socat ethtool
-  iperf3 sockperf wrk nginx nghttp2-client # the standard-tool workloads
+  iperf3 sockperf wrk nginx nghttp2-client postgresql # the standard-tool workloads
   chromium) # headless, for the HTML report's browser test
 case "${1:-}" in
   bench) want+=(iperf3 sockperf) ;;

@@ -37,6 +37,7 @@ func Workloads() []workload.Info {
 		workload.SockperfInfo(),
 		workload.WrkInfo(),
 		workload.H2loadInfo(),
+		workload.PgbenchInfo(),
 	}
 }
 
