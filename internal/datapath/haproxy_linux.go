@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/pki"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
@@ -59,9 +60,9 @@ func hapCheck(ctx context.Context, dp string) error {
 
 // hapBegin starts the Setup of an HAProxy datapath dp: it needs the local
 // testbed with at least 2 sites and what check asks for, and it makes the
-// run's CA under the testbed's temp dir. The caller closes the PKI when its
+// run's CA under the testbed's temp dir. The caller closes the CA when its
 // Setup fails.
-func hapBegin(ctx context.Context, dp string, tb testbed.Testbed, check func(context.Context) error) (*netns.Testbed, *PKI, error) {
+func hapBegin(ctx context.Context, dp string, tb testbed.Testbed, check func(context.Context) error) (*netns.Testbed, *pki.CA, error) {
 	ltb, ok := tb.(*netns.Testbed)
 	if !ok {
 		return nil, nil, notSupported("%s: needs the local network-namespace testbed", dp)
@@ -72,11 +73,11 @@ func hapBegin(ctx context.Context, dp string, tb testbed.Testbed, check func(con
 	if err := check(ctx); err != nil {
 		return nil, nil, err
 	}
-	pki, err := NewPKI(filepath.Join(ltb.TempDir(), dp), "spanperf "+dp+" CA")
+	ca, err := pki.New(filepath.Join(ltb.TempDir(), dp), "spanperf "+dp+" CA")
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", dp, err)
 	}
-	return ltb, pki, nil
+	return ltb, ca, nil
 }
 
 // hapListen is what site i's front haproxy listens on: inbound from the
@@ -139,7 +140,7 @@ func hapMaxConn() int {
 // hapStart writes cfg to path (mode 0600) and runs `haproxy -db -f path`
 // in site, ready once every address in listen is listening there.
 func hapStart(ctx context.Context, dp, role, name string, site *netns.Site, path, cfg string, listen []netip.AddrPort) (*Daemon, error) {
-	if err := pkiWrite(path, []byte(cfg)); err != nil {
+	if err := pki.WriteSecret(path, []byte(cfg)); err != nil {
 		return nil, fmt.Errorf("%s: config for %s on site %s: %w", dp, name, site.Name(), err)
 	}
 	cmd := testbed.Command{Name: name, Path: "haproxy", Args: []string{"-db", "-f", path}}

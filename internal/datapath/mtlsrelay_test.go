@@ -21,6 +21,7 @@ import (
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
+	"github.com/spanperf/spanperf/internal/pki"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
 
@@ -321,7 +322,7 @@ func loadCert(t *testing.T, file string) tls.Certificate {
 // otherCACert issues a certificate named name from a CA that is not the run's.
 func otherCACert(t *testing.T, name string) tls.Certificate {
 	t.Helper()
-	p, err := datapath.NewPKI(filepath.Join(t.TempDir(), "rogue"), "rogue CA")
+	p, err := pki.New(filepath.Join(t.TempDir(), "rogue"), "rogue CA")
 	if err != nil {
 		t.Fatal(err)
 	}

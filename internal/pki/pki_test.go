@@ -1,4 +1,4 @@
-package datapath_test
+package pki_test
 
 import (
 	"crypto/ecdsa"
@@ -11,12 +11,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/pki"
 )
 
 func TestPKI(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
-	p, err := datapath.NewPKI(dir, "test CA")
+	p, err := pki.New(dir, "test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestPKI(t *testing.T) {
 	if leaf.Subject.CommonName != "relay-a" || len(leaf.DNSNames) != 2 || leaf.DNSNames[1] != "relay-a.example" {
 		t.Errorf("subject %q, DNS SANs %v", leaf.Subject.CommonName, leaf.DNSNames)
 	}
-	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://"+datapath.PKITrustDomain+"/relay-a" {
+	if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "spiffe://"+pki.TrustDomain+"/relay-a" {
 		t.Errorf("URI SANs %v", leaf.URIs)
 	}
 	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
@@ -65,7 +65,7 @@ func TestPKI(t *testing.T) {
 	}
 
 	// Another CA does not vouch for it.
-	other, err := datapath.NewPKI(filepath.Join(t.TempDir(), "other"), "other CA")
+	other, err := pki.New(filepath.Join(t.TempDir(), "other"), "other CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestPKI(t *testing.T) {
 	if _, err := p.Issue("../escape"); err == nil {
 		t.Error("issued a certificate with a path in its name")
 	}
-	if _, err := datapath.NewPKI(dir, "again"); err == nil {
-		t.Error("NewPKI reused an existing directory")
+	if _, err := pki.New(dir, "again"); err == nil {
+		t.Error("New reused an existing directory")
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)

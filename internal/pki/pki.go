@@ -1,4 +1,7 @@
-package datapath
+// Package pki makes throwaway certificate authorities and certificates for
+// one run: the TLS datapaths' mutual TLS and the HTTPS servers of the
+// workloads.
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -17,18 +20,18 @@ import (
 	"time"
 )
 
-// PKI is a certificate authority made for one run of one datapath, and the
+// CA is a certificate authority made for one run of one datapath or server, and the
 // certificates it has issued. Keys are ECDSA P-256. The CA's private key
 // never leaves memory; the CA certificate and each issued certificate with
 // its key are written, mode 0600, into a directory that Close removes.
-type PKI struct {
+type CA struct {
 	dir   string
 	ca    *x509.Certificate
 	caKey *ecdsa.PrivateKey
 	pool  *x509.CertPool
 }
 
-// Cert is a certificate issued by a PKI.
+// Cert is a certificate issued by a CA.
 type Cert struct {
 	// Name is the identity: the certificate's common name and DNS SAN.
 	Name string
@@ -39,18 +42,18 @@ type Cert struct {
 	TLS tls.Certificate
 }
 
-// PKITrustDomain is the SPIFFE trust domain of issued certificates' URI SANs.
-const PKITrustDomain = "spanperf.local"
+// TrustDomain is the SPIFFE trust domain of issued certificates' URI SANs.
+const TrustDomain = "spanperf.local"
 
 var pkiName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
 
-// NewPKI creates dir (mode 0700; it must not exist) and a fresh CA named cn
+// New creates dir (mode 0700; it must not exist) and a fresh CA named cn
 // in it; the CA certificate is written to CAFile(). On error nothing is left.
-func NewPKI(dir, cn string) (_ *PKI, err error) {
+func New(dir, cn string) (_ *CA, err error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
-	p := &PKI{dir: dir}
+	p := &CA{dir: dir}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -83,27 +86,27 @@ func NewPKI(dir, cn string) (_ *PKI, err error) {
 	}
 	p.pool = x509.NewCertPool()
 	p.pool.AddCert(p.ca)
-	if err := pkiWrite(p.CAFile(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
+	if err := WriteSecret(p.CAFile(), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
 	return p, nil
 }
 
-// Dir is the directory holding the PKI's files.
-func (p *PKI) Dir() string { return p.dir }
+// Dir is the directory holding the CA's files.
+func (p *CA) Dir() string { return p.dir }
 
 // CAFile is the path of the CA certificate (PEM).
-func (p *PKI) CAFile() string { return filepath.Join(p.dir, "ca.pem") }
+func (p *CA) CAFile() string { return filepath.Join(p.dir, "ca.pem") }
 
 // Pool returns a pool holding only the CA certificate.
-func (p *PKI) Pool() *x509.CertPool { return p.pool }
+func (p *CA) Pool() *x509.CertPool { return p.pool }
 
 // Issue makes a certificate for name, good as both TLS server and client,
 // with name as its common name and DNS SAN, the extra DNS SANs dns, and the
 // URI SAN spiffe://spanperf.local/<name>. It writes <name>.pem (certificate
-// then key) into the PKI's directory. name must be lowercase letters,
+// then key) into the CA's directory. name must be lowercase letters,
 // digits, dots and dashes.
-func (p *PKI) Issue(name string, dns ...string) (Cert, error) {
+func (p *CA) Issue(name string, dns ...string) (Cert, error) {
 	if !pkiName.MatchString(name) {
 		return Cert{}, fmt.Errorf("pki: bad certificate name %q", name)
 	}
@@ -120,7 +123,7 @@ func (p *PKI) Issue(name string, dns ...string) (Cert, error) {
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: name, Organization: []string{"spanperf"}},
 		DNSNames:     append([]string{name}, dns...),
-		URIs:         []*url.URL{{Scheme: "spiffe", Host: PKITrustDomain, Path: "/" + name}},
+		URIs:         []*url.URL{{Scheme: "spiffe", Host: TrustDomain, Path: "/" + name}},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(7 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -140,22 +143,23 @@ func (p *PKI) Issue(name string, dns ...string) (Cert, error) {
 	if c.TLS, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return Cert{}, fmt.Errorf("pki: key pair for %s: %w", name, err)
 	}
-	if err := pkiWrite(c.File, append(certPEM, keyPEM...)); err != nil {
+	if err := WriteSecret(c.File, append(certPEM, keyPEM...)); err != nil {
 		return Cert{}, fmt.Errorf("pki: %w", err)
 	}
 	return c, nil
 }
 
-// Close removes the PKI's directory and everything in it.
-func (p *PKI) Close() error {
+// Close removes the CA's directory and everything in it.
+func (p *CA) Close() error {
 	if err := os.RemoveAll(p.dir); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
 	return nil
 }
 
-// pkiWrite writes data to a new file readable only by its owner.
-func pkiWrite(path string, data []byte) error {
+// WriteSecret writes data to a new file (it must not exist) readable only
+// by its owner.
+func WriteSecret(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
