@@ -123,7 +123,7 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 	}
 	select {
 	case <-srv.Done():
-		return nil, fmt.Errorf("%s: agent server exited during the trial: %v", label, srv.Wait())
+		return nil, fmt.Errorf("%s: the server exited during the trial: %v", label, srv.Wait())
 	default:
 	}
 	var res agent.Result

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spanperf/spanperf/internal/pki"
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
@@ -16,6 +17,8 @@ import (
 var NginxTool = Tool{Prog: "nginx", Pkg: "nginx"}
 
 // NginxBodyPath is the URL path of the fixed-size body an Nginx serves.
+// Every other path is answered with the same body, as the agent's own
+// server does, rewritten to this one.
 const NginxBodyPath = "/body"
 
 // NginxSpec says what an Nginx serves.
@@ -24,9 +27,12 @@ type NginxSpec struct {
 	Port int
 	// BodySize is the size in bytes of the body served at NginxBodyPath.
 	BodySize int64
-	// HTTP2 serves cleartext HTTP/2 with prior knowledge (h2c) instead of
-	// HTTP/1.1.
+	// HTTP2 serves HTTP/2 instead of HTTP/1.1: cleartext with prior
+	// knowledge (h2c), or over TLS by ALPN (offering HTTP/1.1 too).
 	HTTP2 bool
+	// TLS serves HTTPS with a self-signed certificate made for this Nginx
+	// and removed with its directory by Close.
+	TLS bool
 	// Workers is nginx's worker_processes; 0 means 1.
 	Workers int
 }
@@ -60,9 +66,12 @@ func StartNginx(ctx context.Context, site testbed.Site, spec NginxSpec) (*Nginx,
 	if err := os.Mkdir(www, 0o755); err == nil {
 		err = os.WriteFile(filepath.Join(www, "body"), bytes.Repeat([]byte("x"), int(spec.BodySize)), 0o644)
 	}
-	conf := nginxConfig(dir, www, spec)
+	var cert string
+	if err == nil && spec.TLS {
+		cert, err = nginxCert(dir)
+	}
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o644)
+		err = os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(nginxConfig(dir, www, cert, spec)), 0o644)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
@@ -77,12 +86,38 @@ func StartNginx(ctx context.Context, site testbed.Site, spec NginxSpec) (*Nginx,
 	return &Nginx{proc: p, dir: dir}, nil
 }
 
+// nginxCert issues a certificate for nginx from a CA made for it alone
+// (pki.CA, in dir/tls, removed with dir) and returns the file that
+// holds the certificate and its key. nginx's master reads it as root
+// before its workers drop privileges, so the file keeps mode 0600.
+func nginxCert(dir string) (string, error) {
+	ca, err := pki.New(filepath.Join(dir, "tls"), "spanperf nginx")
+	if err != nil {
+		return "", err
+	}
+	c, err := ca.Issue("nginx")
+	if err != nil {
+		return "", err
+	}
+	return c.File, nil
+}
+
 // nginxConfig is the generated configuration: foreground, no access log,
-// keepalive without a request limit, every path inside dir.
-func nginxConfig(dir, www string, spec NginxSpec) string {
+// keepalive without a request limit, every path inside dir; cert, when
+// spec.TLS, holds the certificate and its key. NginxBodyPath is served as
+// a static file; every other path is rewritten to it. nginx 1.22 (Debian
+// 12) takes HTTP/2 as a listen parameter ("http2 on;" came in 1.25.1).
+func nginxConfig(dir, www, cert string, spec NginxSpec) string {
 	listen := strconv.Itoa(spec.Port)
+	if spec.TLS {
+		listen += " ssl"
+	}
 	if spec.HTTP2 {
 		listen += " http2"
+	}
+	var tls string
+	if spec.TLS {
+		tls = fmt.Sprintf("\n    ssl_certificate %[1]s;\n    ssl_certificate_key %[1]s;", cert)
 	}
 	return fmt.Sprintf(`daemon off;
 worker_processes %d;
@@ -98,12 +133,16 @@ http {
   scgi_temp_path %[2]s/scgi;
   keepalive_requests 1000000000;
   keepalive_timeout 600s;
+  # As the agent's server: a client may open many streams at once.
+  http2_max_concurrent_streams 1000;
   server {
-    listen %[3]s;
+    listen %[3]s;%[5]s
     root %[4]s;
+    location = %[6]s { }
+    location / { rewrite ^ %[6]s break; }
   }
 }
-`, spec.Workers, dir, listen, www)
+`, spec.Workers, dir, listen, www, tls, NginxBodyPath)
 }
 
 // PID is the nginx master's PID (its workers are its children).
