@@ -33,6 +33,7 @@ func Workloads() []workload.Info {
 		workload.RRInfo(),
 		workload.CRRInfo(),
 		workload.HTTPInfo(),
+		workload.RateSweepInfo(),
 		workload.IPerf3Info(),
 		workload.SockperfInfo(),
 		workload.WrkInfo(),

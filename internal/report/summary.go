@@ -44,6 +44,8 @@ var headlineMetrics = map[string][]string{
 	"stream": {results.ThroughputBPS},
 	"rr":     {results.TransactionsPerS, results.LatencyP50, results.LatencyP99},
 	"crr":    {results.ConnectionsPerS, results.LatencyP50, results.LatencyP99},
+	// The rate found, and the latency at it.
+	"rate-sweep": {"max_sustained_requests_per_s", results.LatencyP99},
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of

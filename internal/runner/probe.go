@@ -41,6 +41,11 @@ func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Compon
 	return res, pd, err
 }
 
+// unprobed is the probe of a trial that was not probed, and why.
+func unprobed(s *scenario.Scenario, comps []results.Component, why error) *probed {
+	return &probed{comps: comps, s: s, err: why}
+}
+
 // addTo merges the probe's metrics into rec and adds what derives from
 // them and from the workload's metrics:
 //

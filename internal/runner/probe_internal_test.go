@@ -109,3 +109,24 @@ func TestAddProbeDerivesEfficiency(t *testing.T) {
 		})
 	}
 }
+
+// A trial of several windows (a rate sweep) is not probed: its datapath
+// figures are missing with the reason, not taken from whichever step the
+// probe's window caught.
+func TestUnprobedMarksDatapathMissing(t *testing.T) {
+	s := &scenario.Scenario{Duration: time.Second}
+	rec := results.Record{Metrics: map[string]float64{results.TransactionsPerS: 1000,
+		results.CPUSecondsClient: 0.2, results.CPUSecondsServer: 0.3, results.DurationS: 1}}
+	unprobed(s, []results.Component{{Name: "kernel", Role: "kernel"}}, errors.New("one window per step")).addTo(&rec)
+	for _, k := range []string{results.CPUCoresDatapath, results.CPUCoresSoftirq, results.EnergyJoules, results.TransactionsPerSPerCore} {
+		if _, ok := rec.Metrics[k]; ok {
+			t.Errorf("%s recorded", k)
+		}
+		if !strings.Contains(rec.Missing[k], "one window per step") {
+			t.Errorf("%s missing reason %q", k, rec.Missing[k])
+		}
+	}
+	if got := rec.Metrics[results.CPUCoresGenerator]; math.Abs(got-0.5) > 1e-9 {
+		t.Errorf("generator cores %g, want 0.5 (from the workload's own CPU)", got)
+	}
+}

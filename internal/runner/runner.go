@@ -175,8 +175,9 @@ func newRecord(o Options, t Trial, start time.Time) results.Record {
 	}
 }
 
-// trialSlack is how long a trial may overrun warmup+duration (process
-// start, connection setup, teardown) before it is stopped.
+// trialSlack is how long a trial may overrun warmup+duration, or the
+// TrialLimit of a workload that has one (process start, connection setup,
+// teardown), before it is stopped.
 const trialSlack = 30 * time.Second
 
 func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, client, server testbed.Site, target netip.AddrPort) results.Record {
@@ -195,9 +196,25 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		Params:   t.Point.Params,
 		Duration: s.Duration, Warmup: s.Warmup,
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.Warmup+s.Duration+trialSlack)
+	w := winfo.New()
+	limit := s.Warmup + s.Duration
+	tl, steps := w.(workload.TrialLimiter)
+	if steps {
+		limit = tl.TrialLimit(env)
+	}
+	tctx, cancel := context.WithTimeout(ctx, limit+trialSlack)
 	defer cancel()
-	res, probed, err := runProbed(tctx, s, link.Components, func() (*workload.Result, error) { return winfo.New().Run(tctx, env) })
+	var res *workload.Result
+	var probed *probed
+	var err error
+	if steps {
+		// The probe measures one window, and such a trial runs one per
+		// step: its figures would describe whichever step it caught.
+		res, err = w.Run(tctx, env)
+		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
+	} else {
+		res, probed, err = runProbed(tctx, s, link.Components, func() (*workload.Result, error) { return w.Run(tctx, env) })
+	}
 	rec.End = time.Now()
 	if link.Alive != nil {
 		if derr := link.Alive(); derr != nil {
