@@ -30,7 +30,11 @@ import (
 // slack until the next due time, and does not spin: spinning would cost
 // more CPU per request than the request itself. The kernel's wake-up
 // lateness therefore counts into the corrected latency, as in wrk2, and is
-// reported as send lag.
+// reported as send lag. When a loop's requests are due less than
+// coalesceMax apart, a wake-up costs more than the gap (a context switch
+// on a VM is tens of microseconds of CPU): the loop then sleeps one gap
+// past the due time and sends everything due by then, so each request is
+// at most one gap late, and that lateness too counts into its latency.
 
 // loopInflight is one request on the wire.
 type loopInflight struct {
@@ -88,16 +92,19 @@ func (c *loopConn) inflight() int {
 
 // httpLoop is one event loop and its connections.
 type httpLoop struct {
-	spec    HTTPClientSpec
-	h2      bool
-	conns   []*loopConn
-	epfd    int
-	origin  time.Time
-	period  float64 // ns between consecutive due times across all connections
-	seq     int64   // next slot of this loop's schedule (paced)
-	streams int     // closed loop: requests in flight per connection
-	req     []byte  // HTTP/1.1 request, or the HTTP/2 request's HPACK block
-	ck      *clock
+	spec   HTTPClientSpec
+	h2     bool
+	conns  []*loopConn
+	epfd   int
+	origin time.Time
+	period float64 // ns between consecutive due times across all connections
+	seq    int64   // next slot of this loop's schedule (paced)
+	// coalesce is how long past a due time the loop may sleep (paced):
+	// its gap between due times when that is under coalesceMax, else 0.
+	coalesce int64
+	streams  int    // closed loop: requests in flight per connection
+	req      []byte // HTTP/1.1 request, or the HTTP/2 request's HPACK block
+	ck       *clock
 
 	hist, lag      *hdrhistogram.Histogram
 	ok             atomic.Uint64 // measured successes, read by the sampler
@@ -119,6 +126,9 @@ const (
 	h2DefaultMaxStreams = 100
 	h2StreamCap         = 1024
 	loopReadBuf         = 64 << 10
+	// coalesceMax is the widest gap between a loop's due times at which
+	// it still wakes once per gap rather than per request.
+	coalesceMax = 50 * time.Microsecond
 )
 
 // HTTP/2 frame types and flags used here (RFC 9113 §6).
@@ -145,6 +155,9 @@ func newHTTPLoop(s HTTPClientSpec, indexes []int) (*httpLoop, error) {
 		hist: newHist(), lag: newHist(), events: make([]unix.EpollEvent, 128), streams: max(s.Streams, 1)}
 	if s.Rate > 0 {
 		l.period = 1e9 / s.Rate
+		if gap := l.period * float64(max(s.Threads, 1)); gap < float64(coalesceMax) {
+			l.coalesce = int64(gap)
+		}
 	}
 	if l.h2 {
 		l.req = h2RequestBlock(s)
@@ -441,10 +454,14 @@ func (l *httpLoop) alive() bool {
 }
 
 // run drives the loop until the clock stops and the requests in flight
-// are answered or time out. It must run on its own goroutine, which it
-// locks to its thread and which holds a P (see reserveProcs).
+// are answered or time out. It must run on its own goroutine, which holds
+// a P (see reserveProcs). It is not locked to its thread: when the
+// runtime preempts it (every 10 ms, as it seems to run without pause), a
+// locked goroutine would wait for another thread to pick it up and hand
+// it back, two OS wake-ups that on a saturated machine took milliseconds
+// and showed as p99 outliers at high rates. Timer slack is per thread, so
+// it is set again after each preemption.
 func (l *httpLoop) run() {
-	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	paced := l.period > 0
 	if !paced {
@@ -480,7 +497,7 @@ func (l *httpLoop) run() {
 			for {
 				due, c := l.slotDue(l.seq)
 				if due > now {
-					wait = min(wait, due-now)
+					wait = min(wait, due-now+l.coalesce)
 					break
 				}
 				l.seq++
@@ -531,13 +548,15 @@ func (l *httpLoop) inflightMeasured() (n int) {
 
 // wait is epoll_pwait2 for at most ns, as a raw system call: the thread
 // keeps its P. A signal (the runtime's preemption among them) ends it with
-// EINTR; it yields then, so a stop-the-world never waits on it.
+// EINTR; it yields then, so a stop-the-world never waits on it, and sets
+// the timer slack of whichever thread it resumes on.
 func (l *httpLoop) wait(ns int64) int {
 	ts := unix.NsecToTimespec(max(ns, 0))
 	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT2, uintptr(l.epfd), uintptr(unsafe.Pointer(&l.events[0])),
 		uintptr(len(l.events)), uintptr(unsafe.Pointer(&ts)), 0, 0)
 	if e != 0 {
 		runtime.Gosched()
+		unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 		return 0
 	}
 	return int(n)
