@@ -62,21 +62,21 @@ func stallServer(t *testing.T, from, window, stall time.Duration) netip.AddrPort
 	}), false)
 }
 
-// A server that stalls every response for 500 ms during 300 ms of a 3 s
-// window: a third of a second of requests wait for it, and those behind
-// them on HTTP/1.1 wait too, about a tenth of the window in all. Measured
-// from the intended send time, the 99th percentile must show the stall;
-// a closed-loop client, which stops sending while it waits, records a
-// handful of slow requests among many fast ones and hides it.
+// The known answer: a server that stalls every response for
+// 500 ms during one second of a 6 s window. A sixth of the window's
+// requests wait for it (and on HTTP/1.1 those queued behind them), so
+// measured from the intended send time the 99th percentile must show the
+// stall; a closed-loop client, which stops sending while it waits,
+// records a handful of slow requests among many fast ones and hides it.
 func TestHTTPCorrectsForStall(t *testing.T) {
 	for _, proto := range []string{"http1", "http2"} {
 		t.Run(proto, func(t *testing.T) {
-			const warm, dur = 500 * time.Millisecond, 3 * time.Second
+			const warm, dur = 500 * time.Millisecond, 6 * time.Second
 			spec := HTTPClientSpec{Protocol: proto, Connections: 4, BodySize: 1024, Duration: dur, Warmup: warm}
-			spec.Target = stallServer(t, warm+time.Second, 300*time.Millisecond, 500*time.Millisecond)
+			spec.Target = stallServer(t, warm+2*time.Second, time.Second, 500*time.Millisecond)
 			spec.Rate = 1000
 			open := runHTTP(t, spec)
-			spec.Target = stallServer(t, warm+time.Second, 300*time.Millisecond, 500*time.Millisecond)
+			spec.Target = stallServer(t, warm+2*time.Second, time.Second, 500*time.Millisecond)
 			spec.Rate = 0
 			closed := runHTTP(t, spec)
 			t.Logf("open loop at %g/s: p50 %.3fms p99 %.1fms max %.1fms; closed loop at %.0f/s: p50 %.3fms p99 %.3fms max %.1fms",
