@@ -58,6 +58,33 @@ func goldenText(res *workload.Result, err error) string {
 	return b.String()
 }
 
+// checkGolden compares got with testdata/drivers/NAME.golden (rewriting it
+// with -update), and checks that a recording whose name holds one of
+// errMarks parses to an error and any other does not.
+func checkGolden(t *testing.T, name, got string, errMarks ...string) {
+	t.Helper()
+	golden := filepath.Join("testdata", "drivers", name+".golden")
+	if updating() {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	wantErr := false
+	for _, m := range errMarks {
+		wantErr = wantErr || strings.Contains(name, m)
+	}
+	if isErr := strings.HasPrefix(got, "error:"); isErr != wantErr {
+		t.Errorf("parse error = %v, want error %v", isErr, wantErr)
+	}
+}
+
 // TestParseGolden parses recorded tool outputs, successes and errors,
 // against testdata/drivers/*.golden (rewrite with -update).
 func TestParseGolden(t *testing.T) {
@@ -85,26 +112,7 @@ func TestParseGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tool, _, _ := strings.Cut(name, "-")
 			res, err := parsers[tool](name)
-			got := goldenText(res, err)
-			golden := filepath.Join("testdata", "drivers", name+".golden")
-			if updating() {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("got\n%s\nwant\n%s", got, want)
-			}
-			// Outputs named after an error must parse to one, the others must not.
-			isErr := strings.HasPrefix(got, "error:")
-			wantErr := strings.Contains(name, "refused") || strings.Contains(name, "noh2") || strings.Contains(name, "garbage")
-			if isErr != wantErr {
-				t.Errorf("parse error = %v, want error %v", isErr, wantErr)
-			}
+			checkGolden(t, name, goldenText(res, err), "refused", "noh2", "garbage")
 		})
 	}
 }

@@ -69,25 +69,7 @@ func TestPgbenchParseGolden(t *testing.T) {
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
-			got := goldenText(workload.ParsePgbench(out, log, w))
-			golden := filepath.Join("testdata", "drivers", name+".golden")
-			if updating() {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("got\n%s\nwant\n%s", got, want)
-			}
-			isErr := strings.HasPrefix(got, "error:")
-			wantErr := strings.Contains(name, "refused") || strings.Contains(name, "abort") || strings.Contains(name, "killed")
-			if isErr != wantErr {
-				t.Errorf("parse error = %v, want error %v", isErr, wantErr)
-			}
+			checkGolden(t, name, goldenText(workload.ParsePgbench(out, log, w)), "refused", "abort", "killed")
 		})
 	}
 }
