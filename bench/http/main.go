@@ -197,26 +197,29 @@ func ourRun(a, b *netns.Site, proto string, port int, rate float64) (ourResult, 
 	return ourResult{sample{rate: m["requests_per_s"], cpu: cpu, requests: m["requests"]}, m}, nil
 }
 
-// sweep steps the built-in client's offered rate up by -sweep-factor from
-// start until a step fails to hold, and returns the highest rate that
-// held, the client CPU s per 100k requests at it, and the steps as text.
+// sweep climbs the built-in client's offered rate by -sweep-factor from
+// start, as the rate-sweep workload does (workload.SweepSpec, no
+// refinement, held by workload.StepHolds), until a step fails, and returns
+// the highest rate that held, the client CPU s per 100k requests at it,
+// and the steps as text.
 func sweep(a, b *netns.Site, proto string, port int, start float64) (float64, float64, string, error) {
-	var held, heldCPU float64
+	var heldCPU float64
 	steps := ""
-	for r := start; r < start*6; r *= *factor {
+	spec := workload.SweepSpec{StartRate: start, Factor: *factor, MaxRate: start * 6}
+	out, err := spec.Search(func(r float64) (bool, error) {
 		res, err := ourRun(a, b, proto, port, r)
 		if err != nil {
-			return 0, 0, "", err
+			return false, err
 		}
 		m := res.metrics
-		ok := m["sustained"] == 1 && m["errors"] == 0 && m["timeouts"] == 0 && m["latency_p99_s"] < slo.Seconds()
+		ok := workload.StepHolds(m, *slo)
 		steps += fmt.Sprintf("%.0f→%.0f p99 %.2fms %s; ", r, m["requests_per_s"], m["latency_p99_s"]*1e3, map[bool]string{true: "held", false: "FAILED"}[ok])
-		if !ok {
-			break
+		if ok {
+			heldCPU = res.cpuPer100k()
 		}
-		held, heldCPU = r, res.cpuPer100k()
-	}
-	return held, heldCPU, steps, nil
+		return ok, nil
+	})
+	return out.Held, heldCPU, steps, err
 }
 
 func wrkRun(a, b *netns.Site) (sample, error) {

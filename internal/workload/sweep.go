@@ -80,15 +80,6 @@ var (
 	_ TrialLimiter = RateSweep{}
 )
 
-// TrialLimiter is implemented by workloads whose Run lasts longer than the
-// trial's warmup+duration: a rate sweep runs one such window per step.
-type TrialLimiter interface {
-	// TrialLimit is the longest Run may take with env, the start-up and
-	// teardown of every window included. The runner stops the trial after
-	// it, plus its own slack.
-	TrialLimit(env Env) time.Duration
-}
-
 // sweepStepSlack is how long one step may take beyond warmup+duration
 // (server start, connections, teardown), as the runner allows one trial.
 const sweepStepSlack = 30 * time.Second
@@ -117,12 +108,8 @@ func (w RateSweep) Run(ctx context.Context, env Env) (*Result, error) {
 			return false, err
 		}
 		e := env
-		e.Params = results.Params{"rate": rate}
-		for k, v := range env.Params {
-			if k != "rate" {
-				e.Params[k] = v
-			}
-		}
+		e.Params = maps.Clone(env.Params)
+		e.Params["rate"] = rate
 		res, err := w.HTTP.Run(ctx, e)
 		if cerr := ctx.Err(); cerr != nil {
 			return false, cerr
@@ -136,7 +123,7 @@ func (w RateSweep) Run(ctx context.Context, env Env) (*Result, error) {
 			return false, fmt.Errorf("rate-sweep step %d at %.6g/s: no %s", len(offered)+1, rate, results.LatencyP99)
 		}
 		offered, p99s = append(offered, rate), append(p99s, p99)
-		holds := m[results.Sustained] == 1 && m[MetricErrors] == 0 && m[MetricTimeouts] == 0 && p99 < slo.Seconds()
+		holds := StepHolds(m, slo)
 		if holds {
 			// Search only ever tries above the highest rate that held.
 			held = res
@@ -165,15 +152,26 @@ func (w RateSweep) Run(ctx context.Context, env Env) (*Result, error) {
 	return r, nil
 }
 
+// StepHolds says whether a paced run's metrics m hold a rate: sustained
+// (≥ 95% of the rate achieved), no error or timeout, and latency p99
+// under slo.
+func StepHolds(m map[string]float64, slo time.Duration) bool {
+	p99, ok := m[results.LatencyP99]
+	return ok && m[results.Sustained] == 1 && m[MetricErrors] == 0 && m[MetricTimeouts] == 0 && p99 < slo.Seconds()
+}
+
 // sweepParams reads a rate-sweep's parameters, the scenario's defaults
 // for those absent, and checks them.
 func sweepParams(p results.Params) (SweepSpec, time.Duration, error) {
+	// Absent rates are left to SweepSpec's defaults; refine's scenario
+	// default (2) differs from the zero value's.
 	spec := SweepSpec{
-		StartRate: floatParam(p, "start_rate", 1000),
-		Factor:    floatParam(p, "factor", 1.5),
-		MaxRate:   floatParam(p, "max_rate", 1e6),
+		StartRate: floatParam(p, "start_rate", 0),
+		Factor:    floatParam(p, "factor", 0),
+		MaxRate:   floatParam(p, "max_rate", 0),
 		Refine:    int(intParam(p, "refine", 2)),
 	}
+	spec.Normalize()
 	slo := 10 * time.Millisecond
 	switch v := p["slo_p99"].(type) {
 	case time.Duration:
