@@ -102,7 +102,6 @@ type httpLoop struct {
 	// coalesce is how long past a due time the loop may sleep (paced):
 	// its gap between due times when that is under coalesceMax, else 0.
 	coalesce int64
-	streams  int    // closed loop: requests in flight per connection
 	req      []byte // HTTP/1.1 request, or the HTTP/2 request's HPACK block
 	ck       *clock
 
@@ -148,14 +147,15 @@ const (
 	flPriority     = 0x20
 )
 
-// newHTTPLoop dials the connections numbered by indexes; the engine sets
+// newHTTPLoop dials the connections numbered by indexes, for a spec that
+// RunHTTPClient normalized (Streams and Threads ≥ 1); the engine sets
 // origin and ck before run.
 func newHTTPLoop(s HTTPClientSpec, indexes []int) (*httpLoop, error) {
 	l := &httpLoop{spec: s, h2: s.Protocol == "http2",
-		hist: newHist(), lag: newHist(), events: make([]unix.EpollEvent, 128), streams: max(s.Streams, 1)}
+		hist: newHist(), lag: newHist(), events: make([]unix.EpollEvent, 128)}
 	if s.Rate > 0 {
 		l.period = 1e9 / s.Rate
-		if gap := l.period * float64(max(s.Threads, 1)); gap < float64(coalesceMax) {
+		if gap := l.period * float64(s.Threads); gap < float64(coalesceMax) {
 			l.coalesce = int64(gap)
 		}
 	}
@@ -394,7 +394,7 @@ func (l *httpLoop) reconnect(c *loopConn, now int64, cause error) {
 	if l.period > 0 {
 		l.sendOwed(c, now)
 	} else {
-		for i := 0; i < l.streams && l.canSend(c); i++ {
+		for i := 0; i < l.spec.Streams && l.canSend(c); i++ {
 			l.send(c, now, now)
 		}
 	}
@@ -422,7 +422,6 @@ func (l *httpLoop) expire(now int64) {
 			if c.h1.measured {
 				l.timeouts++
 			}
-			c.busy = false
 			l.reconnect(c, now, errors.New("request timed out"))
 			continue
 		}
@@ -467,7 +466,7 @@ func (l *httpLoop) run() {
 	if !paced {
 		now := l.now()
 		for _, c := range l.conns {
-			for i := 0; i < l.streams && l.canSend(c); i++ {
+			for i := 0; i < l.spec.Streams && l.canSend(c); i++ {
 				l.send(c, now, now)
 			}
 			l.flush(c)
