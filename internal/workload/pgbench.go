@@ -163,7 +163,7 @@ func FindPostgres(prog, glob string) (string, error) {
 		return path, nil
 	}
 	dirs, _ := filepath.Glob(glob)
-	slices.SortFunc(dirs, func(a, b string) int { return -compareVersions(postgresVersion(a, glob), postgresVersion(b, glob)) })
+	slices.SortFunc(dirs, func(a, b string) int { return -slices.Compare(postgresVersion(a, glob), postgresVersion(b, glob)) })
 	for _, d := range dirs {
 		if path, err := exec.LookPath(filepath.Join(d, prog)); err == nil {
 			return path, nil
@@ -187,15 +187,6 @@ func postgresVersion(dir, glob string) []int {
 		out = append(out, n)
 	}
 	return out
-}
-
-func compareVersions(a, b []int) int {
-	for i := 0; i < len(a) && i < len(b); i++ {
-		if a[i] != b[i] {
-			return a[i] - b[i]
-		}
-	}
-	return len(a) - len(b)
 }
 
 // Run implements Workload.

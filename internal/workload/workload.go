@@ -52,6 +52,17 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
+// TrialLimiter is implemented by workloads whose Run lasts longer than the
+// trial's warmup+duration: a rate sweep runs one such window per step.
+// The runner does not probe such a trial: one probe window cannot
+// describe many.
+type TrialLimiter interface {
+	// TrialLimit is the longest Run may take with env, the start-up and
+	// teardown of every window included. The runner stops the trial after
+	// it, plus its own slack.
+	TrialLimit(env Env) time.Duration
+}
+
 // Func adapts a function to the Workload interface.
 type Func func(ctx context.Context, env Env) (*Result, error)
 
