@@ -84,6 +84,33 @@ const (
 	DurationS = "duration_s"
 )
 
+// Whole-path CPU cost (issue 10): what moving the traffic cost the machine,
+// generator included, on one basis for every datapath.
+const (
+	// CPUCoresForeign is busy CPU over the window that was spent neither by
+	// the run's own processes nor by the kernel on their behalf (as well as
+	// the probe can tell): another job's load on the machine.
+	CPUCoresForeign = "cpu_cores_foreign"
+	// CPUCoresPath is the machine's busy CPU over the window less
+	// CPUCoresForeign: generator, datapath processes and kernel work alike.
+	CPUCoresPath = "cpu_cores_path"
+	// CPUSecondsPerGigabyte is CPUCoresPath × window seconds per 10⁹ bytes
+	// moved (stream).
+	CPUSecondsPerGigabyte = "cpu_seconds_per_gigabyte"
+	// CPUMicrosPerTransaction is CPUCoresPath per transaction per second, in
+	// microseconds (rr, crr, http).
+	CPUMicrosPerTransaction = "cpu_us_per_transaction"
+	// CPUCoresOverBaseline is a paced trial's CPUCoresPath less the median
+	// CPUCoresPath of the baseline datapath at the same parameters (and so
+	// the same offered rate). It is derived across trials by the summary and
+	// report, never stored in a record.
+	CPUCoresOverBaseline = "cpu_cores_over_baseline"
+)
+
+// ForeignCPUWarnCores is the foreign CPU above which a trial carries a
+// warning: its figures shared the machine with another job.
+const ForeignCPUWarnCores = 0.1
+
 // For names metric for one component (or CPU): "metric{name}".
 func For(metric, name string) string { return metric + "{" + name + "}" }
 
@@ -238,6 +265,10 @@ type Record struct {
 	Components []Component `json:"components,omitempty"`
 	// Missing lists metrics a probe could not measure, with the reason.
 	Missing map[string]string `json:"missing,omitempty"`
+	// Warnings are conditions that make the trial's figures less reliable
+	// without failing it (e.g. foreign CPU load), one sentence each; the
+	// summary, report and compare show them.
+	Warnings []string `json:"warnings,omitempty"`
 	// Error is empty when the trial succeeded.
 	Error string `json:"error"`
 }
