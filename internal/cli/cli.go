@@ -18,7 +18,9 @@ Usage:
   spanperf run --resume DIR       continue an interrupted run
   spanperf summary DIR            print the summary table of a run
   spanperf report DIR [DIR...] [--format html|md|csv|json] [-o FILE] [--baseline X] [--reference FILE.csv]
-  spanperf compare OLD NEW [--threshold 5%]   exit 1 when a metric got significantly worse
+  spanperf compare OLD NEW [--threshold 5%] [--allow-inconclusive]
+                                  exit 0 no regression, 1 regression, 2 inconclusive,
+                                  3 usage or read error (see compare --help)
   spanperf up -f FILE [--datapath X]   build a testbed and leave it up to poke at
   spanperf down                   remove what 'up' left
   spanperf clean                  remove what a killed run left behind
@@ -28,7 +30,9 @@ Usage:
 `
 
 // Main runs spanperf with args (without the program name) and returns the
-// exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted.
+// exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted; compare
+// has its own (see cmdCompare): 0 no regression, 1 regression, 2
+// inconclusive, 3 bad usage or a run it could not read.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -116,42 +117,89 @@ func parsePercent(s string) (float64, error) {
 	return v, nil
 }
 
+// Exit statuses of spanperf compare.
+const (
+	compareOK           = 0 // no regression
+	compareRegressed    = 1 // a regression
+	compareInconclusive = 2 // likely worse, too few repetitions to test
+	compareTrouble      = 3 // bad usage, or a run could not be read
+)
+
+const compareUsage = `usage: spanperf compare OLD_RUN_DIR NEW_RUN_DIR [--threshold 5%] [--allow-inconclusive]
+
+Compares every datapath × workload × params point of OLD with a successful
+trial against NEW, metric by metric: medians, change, a two-sided
+Mann-Whitney U p-value adjusted for the number of tests (Benjamini–Hochberg)
+and a verdict. It warns when the runs differ in host, duration, warmup or
+spanperf version, and lists the warnings of the trials compared.
+
+Exit status:
+  0  no regression
+  1  regression: a metric with a direction worse by more than the threshold
+     with adjusted p < 0.05; a point or a metric with a direction that has
+     successful trials in OLD and none in NEW; a larger share of failed
+     trials, of trials with errors or timeouts, or of trials not sustained
+  2  inconclusive: no regression, but a metric is likely worse: the test
+     cannot decide (too few repetitions), yet every NEW value is worse than
+     every OLD value by more than the threshold; 0 with --allow-inconclusive
+  3  bad usage, or a run directory could not be read
+
+Flags:
+`
+
 func cmdCompare(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	threshold := fs.String("threshold", "5%", "fail only on significant worsening by more than this")
+	fs.SetOutput(io.Discard)
+	threshold := fs.String("threshold", "5%", "a worsening counts only when larger than this")
+	allow := fs.Bool("allow-inconclusive", false, "exit 0, not 2, when a metric is likely worse but untestable")
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, compareUsage)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 	dirs, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout)
+		return compareOK
+	}
 	if err != nil {
-		return 2
+		fmt.Fprintf(stderr, "spanperf compare: %v\n\n", err)
+		printUsage(stderr)
+		return compareTrouble
 	}
 	if len(dirs) != 2 {
-		fmt.Fprintln(stderr, "usage: spanperf compare OLD_RUN_DIR NEW_RUN_DIR [--threshold 5%]")
-		return 2
+		printUsage(stderr)
+		return compareTrouble
 	}
 	pct, err := parsePercent(*threshold)
 	if err != nil {
 		fmt.Fprintln(stderr, "spanperf compare:", err)
-		return 2
+		return compareTrouble
 	}
 	var runs [2]report.Run
 	for i, d := range dirs {
 		if runs[i], err = report.LoadRun(d); err != nil {
 			fmt.Fprintln(stderr, "spanperf compare:", err)
-			return 1
+			return compareTrouble
 		}
 	}
 	opts := report.CompareOptions{ThresholdPct: pct}
-	changes := report.Compare(runs[0], runs[1], opts)
+	cmp := report.Compare(runs[0], runs[1], opts)
 	labels := report.RunLabels(runs[:])
 	if labels[0] == labels[1] {
 		labels = []string{"old", "new"}
 	}
-	if err := report.WriteComparison(stdout, labels[0], labels[1], changes, opts); err != nil {
+	if err := report.WriteComparison(stdout, labels[0], labels[1], cmp, opts); err != nil {
 		fmt.Fprintln(stderr, "spanperf compare:", err)
-		return 1
+		return compareTrouble
 	}
-	if report.Regressed(changes) {
-		return 1
+	switch {
+	case cmp.Regressed():
+		return compareRegressed
+	case cmp.Inconclusive() && !*allow:
+		fmt.Fprintln(stderr, "spanperf compare: inconclusive: a metric is likely worse, with too few repetitions to test (exit 2; --allow-inconclusive exits 0)")
+		return compareInconclusive
 	}
-	return 0
+	return compareOK
 }

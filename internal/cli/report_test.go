@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,11 +73,140 @@ func TestCompareExitStatus(t *testing.T) {
 	if code := Main([]string{"compare", "--threshold", "25%", old, slower}, &out, &errb); code != 0 {
 		t.Errorf("compare with threshold 25%% exited %d, want 0:\n%s", code, out.String())
 	}
-	if code := Main([]string{"compare", old}, &out, &errb); code != 2 {
-		t.Errorf("compare with one run exited %d, want 2", code)
+}
+
+// writeTrials makes a run directory with manifest m and, per datapath (in
+// name order), one rr record per entry: its metrics, or a failed trial
+// for nil.
+func writeTrials(t *testing.T, name string, m results.Manifest, trials map[string][]map[string]float64) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	m.Run = name
+	d, err := results.Create(dir, m)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if code := Main([]string{"compare", old, same, "--threshold", "x"}, &out, &errb); code != 2 {
-		t.Errorf("compare with a bad threshold exited %d, want 2", code)
+	defer d.Close()
+	n := 0
+	for _, dp := range slices.Sorted(maps.Keys(trials)) {
+		for rep, metrics := range trials[dp] {
+			r := results.Record{Run: name, Trial: n, Datapath: dp, Workload: "rr",
+				Params: results.Params{"concurrency": int64(1)}, Rep: rep, Metrics: metrics}
+			if metrics == nil {
+				r.Error = "server: connect: connection refused"
+			}
+			if err := d.Append(r); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	return dir
+}
+
+// TestCompareGate runs the compare command over synthetic runs of 3
+// repetitions, the default, and checks its exit status.
+func TestCompareGate(t *testing.T) {
+	rr := func(tps, p99, errs, sustained float64) map[string]float64 {
+		return map[string]float64{results.TransactionsPerS: tps, results.LatencyP99: p99, "errors": errs, results.Sustained: sustained}
+	}
+	good := []map[string]float64{rr(10000, 1e-3, 0, 1), rr(10100, 1.1e-3, 0, 1), rr(9900, 1.05e-3, 0, 1)}
+	with := func(f func(i int, m map[string]float64)) []map[string]float64 {
+		var out []map[string]float64
+		for i, m := range good {
+			c := maps.Clone(m)
+			f(i, c)
+			out = append(out, c)
+		}
+		return out
+	}
+	man := results.Manifest{Version: "v1", Host: results.Host{Hostname: "ci", Cores: 2},
+		Scenario: json.RawMessage(`{"duration":2000000000,"warmup":1000000000}`)}
+	old := writeTrials(t, "old", man, map[string][]map[string]float64{"native": good, "vxlan": good})
+	for _, tc := range []struct {
+		name string
+		new  map[string][]map[string]float64
+		man  results.Manifest
+		args []string
+		code int
+		want []string
+	}{
+		{"identical", map[string][]map[string]float64{"native": good, "vxlan": good}, man, nil, 0,
+			[]string{"0 regressions", "0 likely worse"}},
+		{"halved tps", map[string][]map[string]float64{"native": good, "vxlan": with(func(_ int, m map[string]float64) {
+			m[results.TransactionsPerS] /= 2
+		})}, man, nil, 2, []string{"vxlan     transactions_per_s", "-50.0%", "? likely worse, too few repetitions to test",
+			"n=3+3: p cannot go below 0.1, need p < 0.05; every new value is worse than every old one by more than 5%"}},
+		{"halved tps allowed", map[string][]map[string]float64{"native": good, "vxlan": with(func(_ int, m map[string]float64) {
+			m[results.TransactionsPerS] /= 2
+		})}, man, []string{"--allow-inconclusive"}, 0, []string{"1 likely worse"}},
+		{"halved tps over the threshold", map[string][]map[string]float64{"native": good, "vxlan": with(func(_ int, m map[string]float64) {
+			m[results.TransactionsPerS] /= 2
+		})}, man, []string{"--threshold", "60%"}, 0, []string{"too few repetitions"}},
+		{"datapath failed", map[string][]map[string]float64{"native": good, "vxlan": {nil, nil, nil}}, man, nil, 1,
+			[]string{"vxlan     trials", "0/3 failed", "3/3 failed", "! vanished", "every new trial failed: server: connect: connection refused"}},
+		{"datapath absent", map[string][]map[string]float64{"native": good}, man, nil, 1, []string{"absent", "! vanished"}},
+		{"one trial failed", map[string][]map[string]float64{"native": good, "vxlan": {good[0], good[1], nil}}, man, nil, 1,
+			[]string{"1/3 failed", "! more failures"}},
+		{"metric vanished", map[string][]map[string]float64{"native": good, "vxlan": with(func(_ int, m map[string]float64) {
+			delete(m, results.LatencyP99)
+		})}, man, nil, 1, []string{"latency_p99_s", "! vanished"}},
+		{"more errors", map[string][]map[string]float64{"native": good, "vxlan": with(func(i int, m map[string]float64) {
+			m["errors"] = float64(i % 2)
+		})}, man, nil, 1, []string{"! more failures", "trials with errors: 0/3 old, 1/3 new"}},
+		{"sustained falls", map[string][]map[string]float64{"native": good, "vxlan": with(func(i int, m map[string]float64) {
+			m[results.Sustained] = 0
+		})}, man, nil, 1, []string{"! more failures", "trials not sustained: 0/3 old, 3/3 new"}},
+		{"other host", map[string][]map[string]float64{"native": good, "vxlan": good},
+			results.Manifest{Version: "v2", Host: results.Host{Hostname: "laptop", Cores: 8},
+				Scenario: json.RawMessage(`{"duration":1000000000,"warmup":1000000000}`)}, nil, 0,
+			[]string{"warning: the runs ran on different hosts: hostname ci → laptop, cores 2 → 8\n",
+				"warning: the runs' duration differs: 2s → 1s\n", "warning: the runs were made by different spanperf versions: v1 → v2\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			new := writeTrials(t, "new", tc.man, tc.new)
+			var out, errb bytes.Buffer
+			code := Main(append([]string{"compare", old, new}, tc.args...), &out, &errb)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s%s", code, tc.code, out.String(), errb.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			if tc.code == 2 && !strings.Contains(errb.String(), "inconclusive") {
+				t.Errorf("stderr does not say inconclusive: %q", errb.String())
+			}
+		})
+	}
+}
+
+func TestCompareUsage(t *testing.T) {
+	old := writeRun(t, "old", 1)
+	for _, args := range [][]string{
+		{"compare", old},
+		{"compare", old, old, "--threshold", "x"},
+		{"compare", old, old, "--nope"},
+		{"compare", old, filepath.Join(t.TempDir(), "missing")},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(args, &out, &errb); code != 3 {
+			t.Errorf("%v exited %d, want 3\n%s%s", args[1:], code, out.String(), errb.String())
+		}
+		if errb.Len() == 0 {
+			t.Errorf("%v: nothing on stderr", args[1:])
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"compare", "--help"}, &out, &errb); code != 0 {
+		t.Errorf("compare --help exited %d", code)
+	}
+	for _, want := range []string{"Exit status:", "  0  no regression", "  1  regression", "  2  inconclusive", "  3  bad usage",
+		"Benjamini–Hochberg", "-allow-inconclusive"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("compare --help lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 
