@@ -142,7 +142,8 @@ Exit status:
   2  inconclusive: no regression, but a metric is likely worse: the test
      cannot decide (too few repetitions), yet every NEW value is worse than
      every OLD value by more than the threshold; 0 with --allow-inconclusive
-  3  bad usage, or a run directory could not be read
+  3  bad usage, a run directory that could not be read, or an OLD run with
+     no successful trial to compare against
 
 Flags:
 `
@@ -186,6 +187,10 @@ func cmdCompare(args []string, stdout, stderr io.Writer) int {
 	}
 	opts := report.CompareOptions{ThresholdPct: pct}
 	cmp := report.Compare(runs[0], runs[1], opts)
+	if len(cmp.Changes) == 0 {
+		fmt.Fprintf(stderr, "spanperf compare: %s has no successful trial to compare against\n", dirs[0])
+		return compareTrouble
+	}
 	labels := report.RunLabels(runs[:])
 	if labels[0] == labels[1] {
 		labels = []string{"old", "new"}

@@ -184,11 +184,13 @@ func TestCompareGate(t *testing.T) {
 
 func TestCompareUsage(t *testing.T) {
 	old := writeRun(t, "old", 1)
+	failed := writeTrials(t, "failed", results.Manifest{}, map[string][]map[string]float64{"native": {nil, nil}})
 	for _, args := range [][]string{
 		{"compare", old},
 		{"compare", old, old, "--threshold", "x"},
 		{"compare", old, old, "--nope"},
 		{"compare", old, filepath.Join(t.TempDir(), "missing")},
+		{"compare", failed, old},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(args, &out, &errb); code != 3 {
