@@ -44,9 +44,11 @@ func TestCompareGateOnRealRuns(t *testing.T) {
 	}
 	old, oldBPS := run("old", "200mbit")
 	new, newBPS := run("new", "100mbit")
-	// The injected cost is there: the shaped rates, within 15%.
-	if oldBPS < 170e6 || oldBPS > 230e6 || newBPS < 85e6 || newBPS > 115e6 {
-		t.Fatalf("throughput medians %.3g and %.3g bit/s, want about 200M and 100M", oldBPS, newBPS)
+	// The injected cost is there: both runs are shaped (at most 15% over
+	// their rate), and NEW carries half of OLD, within 20%. (A loaded
+	// machine can keep a 1 s stream somewhat under its shaped rate.)
+	if r := newBPS / oldBPS; oldBPS > 230e6 || newBPS > 115e6 || r < 0.4 || r > 0.6 {
+		t.Fatalf("throughput medians %.3g and %.3g bit/s (ratio %.2f), want about 200M and 100M", oldBPS, newBPS, r)
 	}
 
 	out, errOut, code := spanperf(t, "compare", old, new)
