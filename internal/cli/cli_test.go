@@ -14,6 +14,7 @@ import (
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/cli"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
@@ -40,9 +41,7 @@ func TestMain(m *testing.M) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
+	roottest.Require(t, "creates network namespaces")
 }
 
 // scenario writes a small scenario: native and vxlan, stream and rr, two reps.

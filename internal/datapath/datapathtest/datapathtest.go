@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +19,17 @@ import (
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/runner"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
 
-// RequireRoot skips t unless it runs as root.
+// RequireRoot returns when t runs as root; otherwise it fails t, or skips
+// it under go test -short (roottest.Require).
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
+	roottest.Require(t, "creates network namespaces")
 }
 
 // Defaults returns the default options of a registered datapath.
