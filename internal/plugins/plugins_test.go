@@ -2,7 +2,6 @@ package plugins_test
 
 import (
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -42,24 +41,6 @@ func TestShapedStreamKnownAnswer(t *testing.T) {
 	t.Logf("shaped to %.0f Mbit/s, measured %.1f Mbit/s (%.3f R)", rate/1e6, got/1e6, got/rate)
 	if got < 0.90*rate || got > 1.01*rate {
 		t.Errorf("measured %.1f Mbit/s, want %.0f–%.0f", got/1e6, 0.90*rate/1e6, 1.01*rate/1e6)
-	}
-}
-
-// TestExamplesParse loads every shipped scenario with the real catalog.
-func TestExamplesParse(t *testing.T) {
-	files, err := filepath.Glob("../../examples/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples found: %v", err)
-	}
-	for _, f := range files {
-		s, err := scenario.Load(f, plugins.Catalog{})
-		if err != nil {
-			t.Errorf("%v", err)
-			continue
-		}
-		if len(s.Points()) == 0 {
-			t.Errorf("%s: no workload points", f)
-		}
 	}
 }
 
