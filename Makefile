@@ -22,8 +22,11 @@ demo: build
 ## test: every test, against real namespaces and links (needs root).
 ## Packages run one at a time (-p 1): the known-answer tests (tbf rate,
 ## cgroup CPU, HTTP delay) measure time and must not share 2 cores with
-## another package's datapaths.
-test: build
+## another package's datapaths. As another user it fails at once, saying
+## why, rather than pass with the tests that need root skipped.
+test:
+	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root: the tests create network namespaces, links and cgroups; run it as root (sudo make test)" >&2; exit 1; fi
+	@$(MAKE) --no-print-directory build
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 9m ./...
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
@@ -89,13 +90,11 @@ func TestQuotaFor(t *testing.T) {
 	}
 }
 
-// requireCgroups skips t unless it runs as root on a machine with a CPU
-// cgroup hierarchy.
+// requireCgroups needs root (roottest.Require) and skips t on a machine
+// without a CPU cgroup hierarchy.
 func requireCgroups(t *testing.T) layout {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates cgroups")
-	}
+	roottest.Require(t, "creates cgroups")
 	l, err := detect()
 	if errors.Is(err, ErrNotSupported) {
 		t.Skipf("this machine has no CPU cgroups: %v", err)

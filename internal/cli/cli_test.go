@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/cli"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
@@ -40,9 +43,7 @@ func TestMain(m *testing.M) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
+	roottest.Require(t, "creates network namespaces")
 }
 
 // scenario writes a small scenario: native and vxlan, stream and rr, two reps.
@@ -99,11 +100,72 @@ func residue(t *testing.T) []string {
 			out = append(out, it)
 		}
 	}
-	ps, _ := exec.Command("pgrep", "-f", bin+" agent").Output()
-	for _, f := range strings.Fields(string(ps)) {
-		out = append(out, "process "+f)
+	for _, pid := range agents(t) {
+		out = append(out, "process "+strconv.Itoa(pid))
 	}
 	return out
+}
+
+// agents lists the agent processes of this test's runs: those whose
+// executable is the spanperf binary built for this test (runs started as a
+// child process) or this very test binary (runs through cli.Main, whose
+// agents are this binary re-executed as `agent`, see agent.Command). Other
+// packages' and other checkouts' agents run other executables.
+func agents(t *testing.T) []int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := map[string]bool{bin: true, self: true}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", p.Name(), "exe"))
+		if err != nil || !ours[strings.TrimSuffix(exe, " (deleted)")] {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if args := strings.Split(string(cmd), "\x00"); err == nil && len(args) > 1 && args[1] == "agent" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestResidueSeesAgents: residue lists an agent that this test binary runs
+// as itself, the way runs through cli.Main start them, as well as one of
+// the spanperf binary; it used to see only the latter.
+func TestResidueSeesAgents(t *testing.T) {
+	self := agent.Command("agent-server", "serve", "--listen", "127.0.0.1:0")
+	for _, cmd := range []*exec.Cmd{
+		exec.Command(self.Path, self.Args...),
+		exec.Command(bin, "agent", "serve", "--listen", "127.0.0.1:0"),
+	} {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		want := "process " + strconv.Itoa(cmd.Process.Pid)
+		found := false
+		for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			found = slices.Contains(residue(t), want) // once it has exec'd
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if !found {
+			t.Errorf("residue does not list the agent %s (%s)", want, cmd.Path)
+		}
+		if slices.Contains(residue(t), want) {
+			t.Errorf("residue lists %s after it ended", want)
+		}
+	}
 }
 
 func TestRunWritesRecordsAndSummary(t *testing.T) {
@@ -219,14 +281,30 @@ func TestInterruptKeepsRecordsAndCleansUp(t *testing.T) {
 	}
 }
 
+// TestKillThenClean kills a run while its testbed is up: clean must sweep
+// what it left. A kill that left nothing of the run tested nothing, and
+// fails.
 func TestKillThenClean(t *testing.T) {
 	requireRoot(t)
 	dir := filepath.Join(t.TempDir(), "run")
 	cmd := startRun(t, dir, 1)
+	// Wait for the next trial's testbed: a ledger this run owns, and the
+	// namespaces it lists.
+	tb := ""
+	for deadline := time.Now().Add(30 * time.Second); tb == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+		for _, l := range ledgers {
+			id := strings.TrimSuffix(filepath.Base(l), ".ledger")
+			ents, err := testbed.ReadLedger(l)
+			if err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid && slices.ContainsFunc(netns.ListNamed(), func(ns string) bool { return netns.RunOf(ns) == id }) {
+				tb = id
+			}
+		}
+	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if len(residue(t)) == 0 {
-		t.Log("the kill landed between testbeds; nothing to sweep this time")
+	if !slices.ContainsFunc(residue(t), func(it string) bool { return tb != "" && netns.RunOf(it) == tb }) {
+		t.Fatalf("the run left no testbed after SIGKILL (testbed seen up: %q): the kill came too late to test clean", tb)
 	}
 	out, errOut, code := spanperf(t, "clean")
 	if code != 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
+	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
@@ -122,5 +123,60 @@ func TestKillThenCleanRemovesCgroups(t *testing.T) {
 	}
 	if r := residue(t); len(r) > 0 {
 		t.Errorf("left behind after SIGKILL and clean: %v\nclean said:\n%s", r, out)
+	}
+}
+
+// TestBaselineBesideLimits: a relay limit beside a native baseline. Native
+// has no relay, so it runs the point once, unlimited, and succeeds (before,
+// each of its trials took every limit value and failed); mtls-relay runs
+// every limit. The summary compares each limited point with the unlimited
+// baseline, and the sizing table has the relay's limits only.
+func TestBaselineBesideLimits(t *testing.T) {
+	requireRoot(t)
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	src := `name: beside
+datapaths: [native, mtls-relay]
+limits: {relay: {cpu: [0.5, 1]}}
+workloads:
+  - {type: rr, concurrency: 2, rate: 500}
+repetitions: 1
+duration: 500ms
+warmup: 0s
+`
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, code := spanperf(t, "run", "-f", p, "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	recs, err := results.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, r := range recs {
+		n[r.Datapath]++
+		if r.Error != "" {
+			t.Errorf("%s failed: %s", r.TrialKey(), r.Error)
+		}
+		if _, limited := r.Params[results.CPULimitParam("relay")]; limited != (r.Datapath == "mtls-relay") {
+			t.Errorf("%s: limited %v", r.TrialKey(), limited)
+		}
+	}
+	if n["native"] != 1 || n["mtls-relay"] != 2 {
+		t.Errorf("trials %v, want native 1, mtls-relay 2", n)
+	}
+	for _, want := range []string{"limit.relay.cpu=0.5", "limit.relay.cpu=1", "native (no limit)", "sizing: mtls-relay rr", "relay 0.5", "relay 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "sizing: native") {
+		t.Errorf("a sizing table for the unlimited baseline:\n%s", out)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind: %v", r)
 	}
 }

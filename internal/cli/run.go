@@ -121,8 +121,16 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 // workloads and their points), not the shuffled order the trials ran in.
 func scenarioOrder(recs []results.Record, s *scenario.Scenario) {
 	rank := map[string]int{}
-	for i, p := range s.Points() {
-		rank[p.Workload+"|"+p.Params.Key()] = i
+	for _, p := range s.Points() {
+		rank[p.Workload+"|"+p.Params.Key()] = len(rank)
+	}
+	// A datapath that no limit applies to runs points without limits.
+	for _, d := range s.Datapaths {
+		for _, p := range s.PointsOf(d.Label) {
+			if _, ok := rank[p.Workload+"|"+p.Params.Key()]; !ok {
+				rank[p.Workload+"|"+p.Params.Key()] = len(rank)
+			}
+		}
 	}
 	dp := map[string]int{}
 	for i, d := range s.Datapaths {

@@ -87,6 +87,7 @@ func CustomInfo() Info {
 			{Name: "ready", Kind: scenario.KindString, Default: "", Doc: "TCP address template (e.g. \"{site_addr}:17100\") that must be listening in the site before it counts as ready; nothing connects to it"},
 			{Name: "timeout", Kind: scenario.KindDuration, Default: 30 * time.Second, Doc: "how long each site may take to be ready"},
 		},
+		Components: customComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			c := &Custom{Target: "{peer_addr}:{port}", Role: "relay", Timeout: 30 * time.Second}
 			str := func(name string, dst *string) {

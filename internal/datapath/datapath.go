@@ -132,6 +132,11 @@ type Info struct {
 	Options []scenario.Field
 	// New makes the datapath from its options (defaults already applied).
 	New func(opts map[string]any) (Datapath, error)
+	// Components declares, before anything is built, every component the
+	// datapath with options opts may have on a testbed of sites sites, as
+	// Link.Components will name them, so a scenario's limits can be checked
+	// at parse time. Nil means the kernel only.
+	Components func(opts map[string]any, sites int) []scenario.Component
 }
 
 // Func adapts a setup function to the Datapath interface.

@@ -72,7 +72,8 @@ func IPsecInfo() Info {
 			{Name: "mode", Kind: scenario.KindString, Doc: "IPsec mode (transport needs kernel ESP)", Default: "tunnel", Enum: ipsecModes},
 			{Name: "esp", Kind: scenario.KindString, Doc: "where ESP runs: kernel, libipsec (userspace, over TUN) or auto (kernel if it has ESP)", Default: "auto", Enum: ipsecESP},
 		},
-		New: func(o map[string]any) (Datapath, error) { return newIPsec(o) },
+		Components: ipsecComponents,
+		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
 	}
 }
 

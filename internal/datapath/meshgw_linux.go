@@ -67,6 +67,7 @@ func MeshGatewayInfo() Info {
 		Options: []scenario.Field{
 			{Name: "double", Kind: scenario.KindBool, Doc: "carry the proxies' mutual TLS inside mutual TLS to the gateway (ambient mode)", Default: false},
 		},
+		Components: meshGatewayComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			d, _ := o["double"].(bool)
 			return &MeshGateway{Double: d}, nil

@@ -48,6 +48,7 @@ func MTLSRelayInfo() Info {
 			{Name: "tls_version", Kind: scenario.KindString, Doc: "TLS version between relays", Default: "1.3", Enum: []string{"1.2", "1.3"}},
 			{Name: "ciphers", Kind: scenario.KindString, Doc: `cipher suites, colon separated (TLS 1.3 ciphersuites or TLS 1.2 OpenSSL ciphers); "" is HAProxy's default`, Default: ""},
 		},
+		Components: mtlsRelayComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			r := &MTLSRelay{}
 			r.TLSVersion, _ = o["tls_version"].(string)

@@ -61,6 +61,7 @@ func OVSInfo(tunnel, summary string) Info {
 			{Name: "mtu", Kind: scenario.KindInt, Default: int64(0), HasMin: true, Min: 0, Doc: "overlay MTU on br-int (0: underlay MTU less 50)"},
 			{Name: "key", Kind: scenario.KindInt, Default: int64(42), HasMin: true, Min: 1, Doc: "tunnel key (the VNI)"},
 		},
+		Components: ovsComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			d := &OVS{Tunnel: tunnel, Datapath: "auto", MTU: intOpt(o, "mtu"), Key: intOpt(o, "key")}
 			if s, ok := o["datapath"].(string); ok && s != "" {

@@ -74,6 +74,7 @@ func WireGuardInfo() Info {
 			{Name: "listen_port", Kind: scenario.KindInt, Doc: "UDP port each site listens on", Default: int64(51820), HasMin: true, Min: 1},
 			{Name: "implementation", Kind: scenario.KindString, Doc: "kernel, userspace (wireguard-go) or auto (kernel where present)", Default: WireGuardAuto, Enum: []string{WireGuardAuto, WireGuardKernel, WireGuardUserspace}},
 		},
+		Components: wireguardComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			impl, _ := o["implementation"].(string)
 			w := &WireGuard{MTU: intOpt(o, "mtu"), ListenPort: intOpt(o, "listen_port"), Implementation: impl}

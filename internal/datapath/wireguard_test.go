@@ -28,6 +28,15 @@ func kernelHasWireGuard() bool {
 	return err == nil
 }
 
+// userspace is the default options with wireguard-go asked for, which auto
+// would not pick on a host with the WireGuard module: the tests of
+// wireguard-go then run everywhere.
+func userspace(t *testing.T) map[string]any {
+	opts := datapathtest.Defaults(t, "wireguard")
+	opts["implementation"] = datapath.WireGuardUserspace
+	return opts
+}
+
 func TestWireGuardOptions(t *testing.T) {
 	info, ok := plugins.Datapath("wireguard")
 	if !ok {
@@ -89,9 +98,11 @@ func TestWireGuardKernelUnsupported(t *testing.T) {
 	}
 }
 
+// TestWireGuardCarriesAll runs wireguard-go everywhere, and the kernel's
+// WireGuard where the kernel has it.
 func TestWireGuardCarriesAll(t *testing.T) {
-	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", nil)
-	if !kernelHasWireGuard() {
+	t.Run("userspace", func(t *testing.T) {
+		tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", userspace(t))
 		if len(link.Components) != 2 {
 			t.Fatalf("components %+v, want one wireguard-go per site", link.Components)
 		}
@@ -100,11 +111,20 @@ func TestWireGuardCarriesAll(t *testing.T) {
 				t.Errorf("component %+v, want wireguard-go, role tunnel, with a PID", c)
 			}
 		}
-	}
-	if got := link.Target(tb.Sites()[0], tb.Sites()[1], 7100); got != netip.MustParseAddrPort("198.19.1.2:7100") {
-		t.Errorf("target %s, want the overlay address 198.19.1.2:7100", got)
-	}
-	datapathtest.CarriesAll(t, tb, link)
+		if got := link.Target(tb.Sites()[0], tb.Sites()[1], 7100); got != netip.MustParseAddrPort("198.19.1.2:7100") {
+			t.Errorf("target %s, want the overlay address 198.19.1.2:7100", got)
+		}
+		datapathtest.CarriesAll(t, tb, link)
+	})
+	t.Run("kernel", func(t *testing.T) {
+		opts := userspace(t)
+		opts["implementation"] = datapath.WireGuardKernel
+		tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", opts) // skips without the module
+		if len(link.Components) != 1 || link.Components[0].PID != 0 {
+			t.Errorf("components %+v, want the kernel's share only", link.Components)
+		}
+		datapathtest.CarriesAll(t, tb, link)
+	})
 }
 
 // Every site reaches every other through the mesh.
@@ -116,7 +136,7 @@ func TestWireGuardMesh(t *testing.T) {
 // A peer configured with the wrong public key carries nothing; with the
 // right one it does.
 func TestWireGuardWrongKey(t *testing.T) {
-	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", nil)
+	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", userspace(t))
 	a, b := tb.LocalSites()[0], tb.LocalSites()[1]
 	run := tb.Spec().Run
 	aDev, bDev := datapath.WireGuardInterface(run, "a"), datapath.WireGuardInterface(run, "b")
@@ -167,10 +187,7 @@ func TestWireGuardWrongKey(t *testing.T) {
 // After link.Close and tb.Close nothing of the datapath remains: no
 // wireguard-go, no TUN device, no control socket, no key file.
 func TestWireGuardLeavesNothing(t *testing.T) {
-	if kernelHasWireGuard() {
-		t.Skip("auto picks the kernel module here; this test is about wireguard-go")
-	}
-	dp := datapathtest.New(t, "wireguard", nil)
+	dp := datapathtest.New(t, "wireguard", userspace(t))
 	tb := datapathtest.Testbed(t, netns.Spec{})
 	link, err := dp.Setup(context.Background(), tb)
 	if err != nil {
@@ -295,10 +312,7 @@ func wgSetPeerKey(t *testing.T, s *netns.Site, dev string, old wgtypes.Peer, key
 // A wireguard-go that dies is reported by Alive, and Close still removes
 // the control socket it leaves behind.
 func TestWireGuardDaemonDeath(t *testing.T) {
-	if kernelHasWireGuard() {
-		t.Skip("auto picks the kernel module here; this test is about wireguard-go")
-	}
-	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", nil)
+	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", userspace(t))
 	if err := link.Alive(); err != nil {
 		t.Fatalf("alive after setup: %v", err)
 	}

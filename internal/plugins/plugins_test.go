@@ -2,7 +2,7 @@ package plugins_test
 
 import (
 	"os"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,6 +25,7 @@ func TestDatapathsCarryWorkloads(t *testing.T) {
 	for _, d := range plugins.Datapaths() {
 		t.Run(d.Name, func(t *testing.T) {
 			tb, link := datapathtest.Setup(t, netns.Spec{}, d.Name, nil)
+			checkDeclared(t, d.Name, nil, len(tb.Sites()), link.Components)
 			datapathtest.CarriesAll(t, tb, link)
 		})
 	}
@@ -43,20 +44,37 @@ func TestShapedStreamKnownAnswer(t *testing.T) {
 	}
 }
 
-// TestExamplesParse loads every shipped scenario with the real catalog.
-func TestExamplesParse(t *testing.T) {
-	files, err := filepath.Glob("../../examples/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples found: %v", err)
+// checkDeclared fails unless every component a datapath built is among
+// those its registry entry declares (what the scenario's limits are checked
+// against at parse time), with the same role, a process where it has one.
+func checkDeclared(t *testing.T, name string, opts map[string]any, sites int, built []results.Component) {
+	t.Helper()
+	declared := plugins.Catalog{}.Components(name, opts, sites)
+	for _, c := range built {
+		ok := slices.ContainsFunc(declared, func(d scenario.Component) bool {
+			return (d.Name == c.Name || d.Name == "" && d.Process) && d.Role == c.Role && d.Process == (c.PID > 0)
+		})
+		if !ok {
+			t.Errorf("%s built component %s (role %s, pid %d), which its Info.Components does not declare: %+v", name, c.Name, c.Role, c.PID, declared)
+		}
 	}
-	for _, f := range files {
-		s, err := scenario.Load(f, plugins.Catalog{})
-		if err != nil {
-			t.Errorf("%v", err)
-			continue
-		}
-		if len(s.Points()) == 0 {
-			t.Errorf("%s: no workload points", f)
-		}
+}
+
+// TestLimitWithoutComponent: the README's old scenario example, native and
+// vxlan under a relay limit, failed every trial at run time; the real
+// catalog now rejects it at parse time with file, line and key, and accepts
+// a relay limit beside a native baseline.
+func TestLimitWithoutComponent(t *testing.T) {
+	_, err := scenario.Parse("quick.yaml", []byte("datapaths: [native, vxlan]\nworkloads: [{type: rr}]\nlimits: {relay: {cpu: [0.5, 1]}}\n"), plugins.Catalog{})
+	const want = "quick.yaml:3: limits.relay: names no component or role of the datapaths (native: kernel (kernel); vxlan: kernel (kernel))"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+	s, err := scenario.Parse("sizing.yaml", []byte("datapaths: [native, mtls-relay]\nworkloads: [{type: rr}]\nlimits: {relay: {cpu: [0.5, 1]}, haproxy@b: {cpu: 2}}\n"), plugins.Catalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := len(s.PointsOf("native")), len(s.PointsOf("mtls-relay")); n != 1 || m != 2 {
+		t.Errorf("native runs %d points, mtls-relay %d; want 1 and 2", n, m)
 	}
 }

@@ -22,3 +22,20 @@ func (Catalog) CheckTopology(name string, opts map[string]any, topology string) 
 	}
 	return datapath.CheckTopology(name, dp, topology)
 }
+
+var _ scenario.ComponentLister = Catalog{}
+
+// Components implements scenario.ComponentLister with the datapath's
+// declared components (datapath.Info.Components; the kernel when it
+// declares none).
+func (Catalog) Components(name string, opts map[string]any, sites int) []scenario.Component {
+	d, ok := Datapath(name)
+	if !ok {
+		return nil
+	}
+	if d.Components == nil {
+		k := datapath.KernelComponent()
+		return []scenario.Component{{Name: k.Name, Role: k.Role}}
+	}
+	return d.Components(opts, sites)
+}

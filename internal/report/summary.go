@@ -199,11 +199,61 @@ func buildTables(recs []results.Record, datapaths []string, baseline string) []t
 			}
 			byKey[k] = append(byKey[k], r)
 		}
+		free := unlimitedBaseline(keys, byKey, baseline)
 		for _, k := range keys {
-			t.groups = append(t.groups, buildGroup(k, byKey[k], t.metrics, datapaths, baseline))
+			if _, ok := free[k]; ok {
+				continue
+			}
+			grecs := byKey[k]
+			base := free[unlimitedKey(grecs[0].Params)]
+			if base != nil && !slices.ContainsFunc(grecs, func(r results.Record) bool { return r.Datapath == baseline }) {
+				grecs = append(slices.Clip(grecs), base...)
+			}
+			g := buildGroup(k, grecs, t.metrics, datapaths, baseline)
+			if base != nil {
+				for i := range g.rows {
+					if g.rows[i].baseline {
+						g.rows[i].datapath += " (no limit)"
+					}
+				}
+			}
+			t.groups = append(t.groups, g)
 		}
 	}
 	return tables
+}
+
+// unlimitedBaseline finds the points that only the baseline ran, without
+// CPU limits, beside points of other datapaths with limits (a limit applies
+// only to the datapaths with the component it names): it maps each such
+// point's key to its records, which stand in as the baseline row, marked
+// "(no limit)", of every limited point that differs only by its limits.
+func unlimitedBaseline(keys []string, byKey map[string][]results.Record, baseline string) map[string][]results.Record {
+	limited := map[string]bool{}
+	for _, k := range keys {
+		if u := unlimitedKey(byKey[k][0].Params); u != k {
+			limited[u] = true
+		}
+	}
+	out := map[string][]results.Record{}
+	for _, k := range keys {
+		onlyBase := !slices.ContainsFunc(byKey[k], func(r results.Record) bool { return r.Datapath != baseline })
+		if limited[k] && onlyBase && unlimitedKey(byKey[k][0].Params) == k {
+			out[k] = byKey[k]
+		}
+	}
+	return out
+}
+
+// unlimitedKey is the key of p without its CPU limit parameters.
+func unlimitedKey(p results.Params) string {
+	q := results.Params{}
+	for k, v := range p {
+		if !IsCPULimitParam(k) {
+			q[k] = v
+		}
+	}
+	return q.Key()
 }
 
 // metricsFor returns the headline metrics of a workload.

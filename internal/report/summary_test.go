@@ -213,3 +213,41 @@ func TestTruncate(t *testing.T) {
 		t.Errorf("truncate(short) = %q", got)
 	}
 }
+
+// TestSummaryBaselineBesideLimits: a limit applies only to the datapaths
+// with the component it names, so the baseline ran each point once without
+// limit parameters. Its records are the baseline row, marked "(no limit)",
+// of each limited point, with Δ against it; they make no group of their own.
+func TestSummaryBaselineBesideLimits(t *testing.T) {
+	var recs []results.Record
+	rr := func(tps float64) map[string]float64 {
+		return map[string]float64{results.TransactionsPerS: tps, results.LatencyP50: 1 / tps, results.LatencyP99: 3 / tps}
+	}
+	for rep := range 3 {
+		j := float64(rep)
+		recs = append(recs, results.Record{Datapath: "native", Workload: "rr", Rep: rep,
+			Params: results.Params{"concurrency": int64(8)}, Metrics: rr(40000 + 100*j)})
+		for _, cpu := range []float64{0.5, 1} {
+			recs = append(recs, results.Record{Datapath: "mtls-relay", Workload: "rr", Rep: rep,
+				Params: results.Params{"concurrency": int64(8), "limit.relay.cpu": cpu}, Metrics: rr(10000*cpu + 100*j)})
+		}
+	}
+	var buf bytes.Buffer
+	if err := Summary(&buf, recs, SummaryOptions{Baseline: "native", Datapaths: []string{"native", "mtls-relay"}}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"concurrency=8 limit.relay.cpu=0.5 native (no limit) 40.1k/s [40.0, 40.2] 24.9 µs [24.9, 25.0] 74.8 µs [74.6, 75.0]",
+		"mtls-relay 5.10k/s [5.00, 5.20] -87.3% 196 µs [192, 200] +686.3% 588 µs [577, 600] +686.3%",
+		"concurrency=8 limit.relay.cpu=1 native (no limit) 40.1k/s [40.0, 40.2] 24.9 µs [24.9, 25.0] 74.8 µs [74.6, 75.0]",
+		"mtls-relay 10.1k/s [10.0, 10.2] -74.8% 99.0 µs [98.0, 100] +297.0% 297 µs [294, 300] +297.0%",
+	} {
+		if !hasRow(out, want) {
+			t.Errorf("no row %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "concurrency=8 native") || strings.Count(out, "concurrency=8") != 2 {
+		t.Errorf("the baseline's unlimited point has a group of its own:\n%s", out)
+	}
+}

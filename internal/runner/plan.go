@@ -34,24 +34,30 @@ type Group struct {
 	Trials   []Trial
 }
 
-// Plan orders every trial of s. Repetitions run in order; within each, the
+// Plan orders every trial of s: each datapath runs its own points
+// (scenario.PointsOf: a limit multiplies only the points of the datapaths it
+// names). Repetitions run in order; within each, the
 // datapaths and, within each datapath, the workload points are shuffled with
 // seed. Datapaths thus interleave across repetitions, so slow drift of a
 // shared machine does not bias one datapath. The same s and seed give the
 // same plan (resume relies on it).
 func Plan(s *scenario.Scenario, seed int64) []Group {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5ba7))
-	points := s.Points()
+	points := map[string][]scenario.Point{}
+	for _, d := range s.Datapaths {
+		points[d.Label] = s.PointsOf(d.Label)
+	}
 	var groups []Group
 	idx := 0
 	for rep := 0; rep < s.Repetitions; rep++ {
 		dps := append([]scenario.DatapathSpec(nil), s.Datapaths...)
 		rng.Shuffle(len(dps), func(i, j int) { dps[i], dps[j] = dps[j], dps[i] })
 		for _, dp := range dps {
-			order := rng.Perm(len(points))
+			pts := points[dp.Label]
+			order := rng.Perm(len(pts))
 			g := Group{Rep: rep, Datapath: dp}
 			for _, pi := range order {
-				g.Trials = append(g.Trials, Trial{Index: idx, Rep: rep, Datapath: dp, Point: points[pi]})
+				g.Trials = append(g.Trials, Trial{Index: idx, Rep: rep, Datapath: dp, Point: pts[pi]})
 				idx++
 			}
 			groups = append(groups, g)

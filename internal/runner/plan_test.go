@@ -71,3 +71,32 @@ repetitions: 4
 		t.Error("the datapath order is the same in every repetition: not shuffled")
 	}
 }
+
+// TestPlanLimitsOnlyTheirDatapaths: a relay limit multiplies only the
+// relay's points; the native baseline beside it runs each point once, with
+// no limit parameter (before, it ran every limit value and failed each).
+func TestPlanLimitsOnlyTheirDatapaths(t *testing.T) {
+	s, err := scenario.Parse("p.yaml", []byte(`name: p
+datapaths: [native, mtls-relay]
+limits: {relay: {cpu: [0.5, 1, 2]}}
+workloads:
+  - {type: rr, rate: [1000, 2000]}
+repetitions: 2
+`), plugins.Catalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, g := range runner.Plan(s, 1) {
+		for _, tr := range g.Trials {
+			n[tr.Datapath.Label]++
+			_, limited := tr.Point.Params["limit.relay.cpu"]
+			if limited != (tr.Datapath.Label == "mtls-relay") {
+				t.Errorf("trial %s: limited %v", tr.Key(), limited)
+			}
+		}
+	}
+	if n["native"] != 2*2 || n["mtls-relay"] != 2*2*3 {
+		t.Errorf("trials per datapath %v, want native 4, mtls-relay 12", n)
+	}
+}

@@ -117,3 +117,102 @@ func TestCPULimitParam(t *testing.T) {
 		}
 	}
 }
+
+// componentCatalog is fakeCatalog plus a datapath "relay" with a process
+// haproxy@SITE (role relay) in each site, and declared components: the
+// kernel for the others.
+type componentCatalog struct{ fakeCatalog }
+
+var _ ComponentLister = componentCatalog{}
+
+func (c componentCatalog) DatapathFields(name string) ([]Field, bool) {
+	if name == "relay" {
+		return nil, true
+	}
+	return c.fakeCatalog.DatapathFields(name)
+}
+
+func (componentCatalog) Components(name string, _ map[string]any, sites int) []Component {
+	if name != "relay" {
+		return []Component{{Name: "kernel", Role: "kernel"}}
+	}
+	var out []Component
+	for i := range sites {
+		out = append(out, Component{Name: "haproxy@" + string(rune('a'+i)), Role: "relay", Process: true})
+	}
+	return out
+}
+
+// TestLimitNamesNoComponent: a limit that names no component or role of
+// any listed datapath (the README's old example: native and vxlan with a
+// relay limit) is an error with file, line and key, listing what there is;
+// one that names only kernel work is too.
+func TestLimitNamesNoComponent(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"datapaths: [native, vxlan]\nworkloads: [{type: rr}]\nlimits: {relay: {cpu: [0.5, 1]}}\n",
+			"test.yaml:3: limits.relay: names no component or role of the datapaths (native: kernel (kernel); vxlan: kernel (kernel))"},
+		{"datapaths: [native, relay]\nworkloads: [{type: rr}]\nlimits:\n  haproxy@c: {cpu: 1}\n",
+			"test.yaml:4: limits.haproxy@c: names no component or role of the datapaths (native: kernel (kernel); relay: haproxy@a (relay), haproxy@b (relay))"},
+		{"datapaths: [native]\nworkloads: [{type: rr}]\nlimits: {kernel: {cpu: 1}}\n",
+			"test.yaml:3: limits.kernel: names only kernel work, which has no process to limit"},
+	} {
+		_, err := Parse("test.yaml", []byte(tc.src), componentCatalog{})
+		if errText(err) != tc.want {
+			t.Errorf("%s:\ngot  %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+	// The same scenario parses with a relay among the datapaths, and with a
+	// catalog that cannot list components (nothing to check against).
+	for _, src := range []string{
+		"datapaths: [native, relay]\nworkloads: [{type: rr}]\nlimits: {relay: {cpu: [0.5, 1]}, haproxy@b: {cpu: 2}}\n",
+	} {
+		if _, err := Parse("test.yaml", []byte(src), componentCatalog{}); err != nil {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	if _, err := Parse("test.yaml", []byte("datapaths: [native, vxlan]\nworkloads: [{type: rr}]\nlimits: {relay: {cpu: 1}}\n"), fakeCatalog{}); err != nil {
+		t.Errorf("without a ComponentLister: %v", err)
+	}
+}
+
+// TestLimitsApplyToTheirDatapaths: a baseline without the limited
+// component runs each workload point once, without limit parameters; the
+// datapath with it runs every limit value.
+func TestLimitsApplyToTheirDatapaths(t *testing.T) {
+	const src = "datapaths: [native, relay]\nworkloads: [{type: rr, concurrency: [1, 8]}]\nlimits: {relay: {cpu: [0.5, 1, 2]}}\n"
+	s, err := Parse("test.yaml", []byte(src), componentCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Limits["relay"].Datapaths; !reflect.DeepEqual(got, []string{"relay"}) {
+		t.Errorf("limit applies to %q, want [relay]", got)
+	}
+	keys := func(pts []Point) []string {
+		var out []string
+		for _, p := range pts {
+			out = append(out, p.Params.Key())
+		}
+		return out
+	}
+	want := []string{"concurrency=1 request_size=64 response_size=64", "concurrency=8 request_size=64 response_size=64"}
+	if got := keys(s.PointsOf("native")); !reflect.DeepEqual(got, want) {
+		t.Errorf("native's points:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := s.PointsOf("relay"); len(got) != 6 || !reflect.DeepEqual(got, s.Points()) {
+		t.Errorf("relay's points %q, want the 6 of Points %q", keys(got), keys(s.Points()))
+	}
+	// Overrides that drop the relay leave the file's scenario alone, and the
+	// limit then names nothing listed.
+	if err := s.Apply(Overrides{Datapaths: []string{"native"}}, componentCatalog{}); err == nil || !strings.Contains(err.Error(), "limits.relay: names no component") {
+		t.Errorf("--datapath native: %v, want the limit rejected", err)
+	}
+	if got := s.Limits["relay"].Datapaths; !reflect.DeepEqual(got, []string{"relay"}) {
+		t.Errorf("after a failed Apply the limit applies to %q, want [relay]", got)
+	}
+	// A scenario decoded without the catalog's help (Datapaths nil) gives
+	// every datapath every limit, as before.
+	s.Limits = map[string]Limit{"relay": {CPU: []float64{0.5, 1, 2}}}
+	if got := s.PointsOf("native"); len(got) != 6 {
+		t.Errorf("native's points without Limit.Datapaths: %d, want 6", len(got))
+	}
+}

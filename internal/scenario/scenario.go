@@ -63,6 +63,16 @@ func (s *Scenario) Normalize(cat Catalog) {
 	if s.Baseline == "" && len(s.Datapaths) > 0 {
 		s.Baseline = s.Datapaths[0].Label
 	}
+	if cl, ok := cat.(ComponentLister); ok && len(s.Limits) > 0 {
+		// A copy: Apply normalizes a shallow copy of s, which must leave s
+		// alone on error.
+		lims := make(map[string]Limit, len(s.Limits))
+		for key, l := range s.Limits {
+			l.Datapaths, _ = s.limitTargets(cl, key)
+			lims[key] = l
+		}
+		s.Limits = lims
+	}
 	for i := range s.Workloads {
 		w := &s.Workloads[i]
 		fields, _ := cat.WorkloadFields(w.Type)
@@ -182,6 +192,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 	}
 	slices.SortFunc(ps, func(a, b problem) int { return strings.Compare(a.subject, b.subject) })
 
+	ndp := len(ps)
 	if len(s.Datapaths) == 0 {
 		add("datapaths", "", "must list at least one datapath")
 	}
@@ -217,6 +228,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			labels[d.Label] = i
 		}
 	}
+	dpClean := len(ps) == ndp
 	if _, ok := labels[s.Baseline]; !ok && len(labels) > 0 {
 		add("baseline", "", "%q is not a datapath label (labels: %s)", s.Baseline, strings.Join(s.DatapathLabels(), ", "))
 	}
@@ -242,7 +254,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 		clean = clean && len(ps) == n
 	}
-	ps = append(ps, s.limitProblems()...)
+	ps = append(ps, s.limitProblems(cat, dpClean)...)
 	if clean {
 		// Equal points would be equal trials, which records cannot tell apart.
 		seen := map[string]int{}
@@ -267,14 +279,25 @@ func (s *Scenario) problems(cat Catalog) []problem {
 // and roles ("relay").
 var limitKey = regexp.MustCompile(`^[A-Za-z0-9_.:@-]+$`)
 
-// limitProblems checks s.Limits.
-func (s *Scenario) limitProblems() []problem {
+// limitProblems checks s.Limits; with targets set and a catalog that is a
+// ComponentLister, also that each key names a process of some datapath
+// (targets is false while a datapath entry has problems of its own).
+func (s *Scenario) limitProblems(cat Catalog, targets bool) []problem {
 	var ps []problem
+	cl, lists := cat.(ComponentLister)
 	for _, key := range slices.Sorted(maps.Keys(s.Limits)) {
 		kp := join("limits", key)
 		if !limitKey.MatchString(key) {
 			ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("%q is not a component name or role (letters, digits and . _ - @ :)", key)})
 			continue
+		}
+		if targets && lists {
+			switch labels, kernel := s.limitTargets(cl, key); {
+			case len(labels) == 0 && kernel:
+				ps = append(ps, problem{subject: kp, msg: "names only kernel work, which has no process to limit"})
+			case len(labels) == 0:
+				ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("names no component or role of the datapaths (%s)", s.describeComponents(cl))})
+			}
 		}
 		cpu := s.Limits[key].CPU
 		cp := join(kp, "cpu")
@@ -294,6 +317,48 @@ func (s *Scenario) limitProblems() []problem {
 	return ps
 }
 
+// limitTargets returns the labels of the datapaths, in scenario order, with
+// a process whose name or role is key, and whether key names kernel work
+// of some datapath.
+func (s *Scenario) limitTargets(cl ComponentLister, key string) (labels []string, kernel bool) {
+	labels = []string{}
+	for _, d := range s.Datapaths {
+		has := false
+		for _, c := range cl.Components(d.Name, d.Options, s.Sites) {
+			if c.Name != key && c.Role != key && !(c.Name == "" && c.Process && strings.Contains(key, "@")) {
+				continue
+			}
+			has = has || c.Process
+			kernel = kernel || !c.Process
+		}
+		if has {
+			labels = append(labels, d.Label)
+		}
+	}
+	return labels, kernel
+}
+
+// describeComponents lists the components of every datapath, for messages:
+// "native: kernel (kernel); mtls-relay: haproxy@a (relay), ...".
+func (s *Scenario) describeComponents(cl ComponentLister) string {
+	var parts []string
+	for _, d := range s.Datapaths {
+		var cs []string
+		for _, c := range cl.Components(d.Name, d.Options, s.Sites) {
+			name := c.Name
+			if name == "" {
+				name = "NAME@SITE"
+			}
+			cs = append(cs, name+" ("+c.Role+")")
+		}
+		if len(cs) == 0 {
+			cs = []string{"none"}
+		}
+		parts = append(parts, d.Label+": "+strings.Join(cs, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // limitPointCount is how many points the limits add to each workload
 // point (the product of their list lengths), saturating at maxPoints+1.
 func (s *Scenario) limitPointCount() int {
@@ -304,14 +369,16 @@ func (s *Scenario) limitPointCount() int {
 	return n
 }
 
-// limitPoints expands s.Limits into the cross product of its lists, each a
+// limitPoints expands the limits of s that apply to datapath label (every
+// limit when label is "") into the cross product of their lists, each a
 // set of parameters named by results.CPULimitParam; the alphabetically first
 // key varies slowest. Without limits it is one empty set.
-func (s *Scenario) limitPoints() []results.Params {
+func (s *Scenario) limitPoints(label string) []results.Params {
 	pts := []results.Params{{}}
 	for _, key := range slices.Sorted(maps.Keys(s.Limits)) {
-		cpu := s.Limits[key].CPU
-		if len(cpu) == 0 {
+		l := s.Limits[key]
+		cpu := l.CPU
+		if len(cpu) == 0 || label != "" && l.Datapaths != nil && !slices.Contains(l.Datapaths, label) {
 			continue
 		}
 		next := make([]results.Params, 0, len(pts)*len(cpu))
@@ -430,7 +497,18 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 // crossed with every combination of them, which vary fastest: the
 // parameter results.CPULimitParam(key) holds the CPU limit of key, in cores.
 func (s *Scenario) Points() []Point {
-	lims := s.limitPoints()
+	return s.points("")
+}
+
+// PointsOf returns the points the datapath labelled label runs: those of
+// Points, crossed only with the limits that apply to it (Limit.Datapaths).
+// A datapath that no limit applies to runs each workload point once.
+func (s *Scenario) PointsOf(label string) []Point {
+	return s.points(label)
+}
+
+func (s *Scenario) points(label string) []Point {
+	lims := s.limitPoints(label)
 	var pts []Point
 	for _, w := range s.Workloads {
 		for _, pt := range w.points() {

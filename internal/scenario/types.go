@@ -103,6 +103,30 @@ type TopologyChecker interface {
 	CheckTopology(name string, opts map[string]any, topology string) error
 }
 
+// ComponentLister is an optional Catalog capability: it tells which
+// components a datapath may have, before anything is built, so that
+// Validate rejects a limit that names none of them and Normalize gives each
+// limit only to the datapaths it names (Limit.Datapaths).
+type ComponentLister interface {
+	// Components returns every component datapath name with options opts
+	// (defaults applied) may have on a testbed of sites sites.
+	Components(name string, opts map[string]any, sites int) []Component
+}
+
+// Component is a component a datapath may have, as a ComponentLister
+// declares it.
+type Component struct {
+	// Name is the component's name as records give it ("wireguard-go@a",
+	// "kernel"); "" when only setup can tell, which any name with a site
+	// ("NAME@SITE") may then match.
+	Name string
+	// Role is what it does on the path ("tunnel", "relay", "kernel", ...).
+	Role string
+	// Process is set for a process, which a limit can cap; kernel work has
+	// no process.
+	Process bool
+}
+
 // NameLister is an optional Catalog capability: error messages about an
 // unknown datapath or workload list the known names when the catalog
 // implements it.
@@ -208,6 +232,12 @@ type Limit struct {
 	// value is its own point of the matrix, with the parameter
 	// results.CPULimitParam(key).
 	CPU []float64 `json:"cpu,omitempty"`
+	// Datapaths are the labels of the datapaths with a component the key
+	// names, in scenario order: only their points carry the limit, so a
+	// baseline without that component runs beside a limits sweep once per
+	// point. Normalize sets it when the catalog is a ComponentLister; nil
+	// means every datapath.
+	Datapaths []string `json:"datapaths,omitempty"`
 }
 
 // Point is one workload at one point of its matrix.

@@ -11,15 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
+	roottest.Require(t, "creates network namespaces")
 }
 
 func newTestbed(t *testing.T, spec netns.Spec) *netns.Testbed {
