@@ -140,30 +140,39 @@ func ReadLedger(path string) ([]Entry, error) {
 // ProcStart returns a process's start time in clock ticks since boot
 // (field 22 of /proc/PID/stat), which tells a PID apart from a reused one.
 func ProcStart(pid int) (uint64, error) {
+	_, start, err := procState(pid)
+	return start, err
+}
+
+// procState returns a process's state letter (field 3 of /proc/PID/stat:
+// R, S, D, Z, ...) and its start time.
+func procState(pid int) (byte, uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("proc %d: bad stat", pid)
+		return 0, 0, fmt.Errorf("proc %d: bad stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("proc %d: short stat", pid)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("proc %d: short stat", pid)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err
 }
 
 // Alive reports whether pid is running and is the process that started at start
-// (start 0 skips that check).
+// (start 0 skips that check). A zombie, dead but not yet reaped by its
+// parent (an orphan waits for PID 1, which may reap late), is not alive.
 func Alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	st, err := ProcStart(pid)
-	if err != nil {
+	state, st, err := procState(pid)
+	if err != nil || state == 'Z' || state == 'X' {
 		return false
 	}
 	return start == 0 || st == start
