@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -477,4 +479,84 @@ func residueOf(t *testing.T, id string) []string {
 		}
 	}
 	return out
+}
+
+// TestReadersLeaveRunDirAlone: summary and report read a run directory
+// without changing it. With a torn last line (a run still writing, or
+// killed mid-write), they skip the line, leave it in place, and work on a
+// read-only directory as an unprivileged user; only run --resume cuts it.
+func TestReadersLeaveRunDirAlone(t *testing.T) {
+	requireRoot(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: readers\ndatapaths: [native]\nworkloads:\n  - type: rr\nrepetitions: 2\nduration: 200ms\nwarmup: 0s\n"), 0o644)
+	top, err := os.MkdirTemp("", "clitest-readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(top, "run"), 0o755); os.RemoveAll(top) })
+	dir := filepath.Join(top, "run")
+	if _, errOut, code := spanperf(t, "run", "-f", p, "--out", dir); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errOut)
+	}
+	recs := filepath.Join(dir, results.RecordsFile)
+	f, err := os.OpenFile(recs, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"run":"torn","trial":5,"datapath":"nat`)
+	f.Close()
+	torn, _ := os.ReadFile(recs)
+
+	// As root, on a writable directory: the torn line stays.
+	for _, args := range [][]string{{"summary", dir}, {"report", dir}, {"report", "--format", "json", dir}} {
+		if out, errOut, code := spanperf(t, args...); code != 0 || !strings.Contains(out, "native") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		if b, _ := os.ReadFile(recs); !bytes.Equal(b, torn) {
+			t.Fatalf("%v changed %s: %d bytes, was %d", args, recs, len(b), len(torn))
+		}
+	}
+
+	// As nobody, on a read-only directory.
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(top, 0o755)
+	os.Chmod(recs, 0o444)
+	os.Chmod(filepath.Join(dir, results.ManifestFile), 0o444)
+	os.Chmod(dir, 0o555)
+	for _, args := range [][]string{{"summary", dir}, {"report", dir}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil || !strings.Contains(o.String(), "native") {
+			t.Errorf("%v as nobody on a read-only run dir: %v\n%s%s", args, err, o.String(), e.String())
+		}
+	}
+	if b, _ := os.ReadFile(recs); !bytes.Equal(b, torn) {
+		t.Fatalf("a reader changed %s", recs)
+	}
+
+	// Resume repairs it: the torn line goes, the records stay.
+	os.Chmod(dir, 0o755)
+	os.Chmod(recs, 0o644)
+	os.Chmod(filepath.Join(dir, results.ManifestFile), 0o644)
+	if _, errOut, code := spanperf(t, "run", "--resume", dir); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, errOut)
+	}
+	b, _ := os.ReadFile(recs)
+	if bytes.Contains(b, []byte(`"torn"`)) || len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Errorf("resume left the torn line:\n%s", b)
+	}
+	if rs, err := results.Load(dir); err != nil || len(rs) != 2 {
+		t.Errorf("after resume: %d records (%v), want 2", len(rs), err)
+	}
 }
