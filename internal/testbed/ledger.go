@@ -101,6 +101,26 @@ func (l *Ledger) AddPID(pid int) error {
 	return l.Add(Entry{Kind: KindPID, PID: pid, Start: st})
 }
 
+// MkdirTemp makes a directory spanperf-RUN-KIND-* in the system's temp dir
+// (mode 0700) and records it, so that `spanperf clean` removes it after a
+// crash, by the ledger or by its name. kind is [a-z0-9-]. The caller
+// removes it when done. A nil ledger makes an unrecorded spanperf-KIND-*.
+func (l *Ledger) MkdirTemp(kind string) (string, error) {
+	prefix := "spanperf-" + kind + "-"
+	if l != nil {
+		prefix = "spanperf-" + l.run + "-" + kind + "-"
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := l.Add(Entry{Kind: KindPath, Path: dir}); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // Remove deletes the ledger file: everything in it has been undone.
 func (l *Ledger) Remove() error {
 	if l == nil {
