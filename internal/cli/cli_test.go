@@ -89,6 +89,14 @@ func residue(t *testing.T) []string {
 	items = append(items, ledgers...)
 	cg, _ := filepath.Glob("/sys/fs/cgroup/*/spanperf-*")
 	items = append(items, cg...)
+	// Temp dirs named after a run: the testbed's and the workloads'
+	// (spanperf-RUN-nginx-*, -pgbench-*, ...).
+	tmps, _ := filepath.Glob(filepath.Join(os.TempDir(), "spanperf-*"))
+	for _, d := range tmps {
+		if netns.RunOf(filepath.Base(d)) != "" {
+			items = append(items, d)
+		}
+	}
 	others := func(item string) bool {
 		run := netns.RunOf(filepath.Base(item))
 		if strings.HasSuffix(item, ".ledger") {
@@ -558,5 +566,64 @@ func TestReadersLeaveRunDirAlone(t *testing.T) {
 	}
 	if rs, err := results.Load(dir); err != nil || len(rs) != 2 {
 		t.Errorf("after resume: %d records (%v), want 2", len(rs), err)
+	}
+}
+
+// TestKillThenCleanRemovesWorkloadTempDirs kills a run (SIGKILL) while its
+// http trial serves from nginx, whose directory holds a TLS key and
+// certificate: the directory is named after the run's testbed, so clean,
+// scoped to it, removes it with the rest.
+func TestKillThenCleanRemovesWorkloadTempDirs(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("nginx"); err != nil {
+		t.Skip("nginx not installed (Debian package nginx)")
+	}
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: killnginx\ndatapaths: [native]\nworkloads:\n  - type: http\n    server: nginx\n    tls: true\nrepetitions: 2\nduration: 5s\nwarmup: 0s\n"), 0o644)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(bin, "run", "-f", p, "--out", dir)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The testbed's ID names its ledger, namespaces and temp dirs; its
+	// ledger names the run's process as the owner.
+	var run string
+	var tmps []string
+	for deadline := time.Now().Add(30 * time.Second); len(tmps) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no nginx temp dir named after testbed %q after 30 s:\n%s", run, e.String())
+		}
+		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+		for _, l := range ledgers {
+			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid {
+				run = ents[0].Run
+			}
+		}
+		if run != "" {
+			tmps, _ = filepath.Glob(filepath.Join(os.TempDir(), "spanperf-"+run+"-nginx-*"))
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // nginx serving, the key written
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for _, d := range tmps {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("%s gone before clean (%v): the kill came too late to test anything", d, err)
+		}
+	}
+	out, errOut, code := spanperf(t, "clean", "--run", run)
+	if code != 0 {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, d := range tmps {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left after clean:\n%s", d, out)
+		}
+	}
+	if r := residueOf(t, run); len(r) > 0 {
+		t.Errorf("left behind after SIGKILL and clean: %v\nclean said:\n%s", r, out)
 	}
 }
