@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 go build -o bin/bench-generators ./bench/generators
+make -s build # bin/spanperf, whose up and down it times
 exec bin/bench-generators "$@"

@@ -1,8 +1,9 @@
 // Command generators compares spanperf's built-in generators with the
 // standard tools on one native two-site testbed, interleaved, with
 // repetitions: stream against iperf3 (same message size and stream count),
-// rr (64 B, concurrency 1) against sockperf ping-pong; and it times testbed
-// up+down with vxlan. It prints medians and ratios. Run: bench/generators.sh
+// rr (64 B, concurrency 1) against sockperf ping-pong; and it times
+// `spanperf up` + `spanperf down` of a vxlan testbed through the binary.
+// It prints medians and ratios. Run: bench/generators.sh
 package main
 
 import (
@@ -22,7 +23,6 @@ import (
 
 	"github.com/spanperf/spanperf/bench/internal/benchkit"
 	"github.com/spanperf/spanperf/internal/agent"
-	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/runner"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
@@ -36,6 +36,9 @@ var (
 	msgSmall = flag.Int("small-message-size", 1024, "second stream message size (0: skip)")
 	streams  = flag.Int("streams", 1, "parallel streams")
 	upReps   = flag.Int("up-reps", 10, "testbed up+down repetitions")
+	upOnly   = flag.Bool("up-down-only", false, "only time spanperf up + down")
+	// spanperfBin is the binary whose up and down are timed.
+	spanperfBin = flag.String("spanperf", "bin/spanperf", "the spanperf binary whose `up` and `down` are timed")
 )
 
 // sample is one side's result in one repetition.
@@ -55,6 +58,9 @@ func main() {
 }
 
 func run() error {
+	if *upOnly {
+		return upDown()
+	}
 	for _, p := range []string{"iperf3", "sockperf"} {
 		if _, err := exec.LookPath(p); err != nil {
 			return fmt.Errorf("%s not found (Debian package %s; `make bench` installs it)", p, p)
@@ -233,29 +239,36 @@ func report(title, us, them, unit string, scale float64, ours, theirs []sample) 
 	fmt.Printf("  ratio (median): rate %.2f×, CPU per unit %.2f×\n\n", ro/rt, co/ct)
 }
 
-// upDown times building and removing a two-site testbed with vxlan.
+// upDown times `spanperf up` plus `spanperf down` of a two-site vxlan
+// testbed as the CLI does them: through the binary, each a process of its
+// own, from the start of up to the end of down.
 func upDown() error {
-	info := datapath.TunnelInfo("vxlan", "")
+	scen, err := os.CreateTemp("", "bench-updown-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(scen.Name())
+	if _, err := scen.WriteString("name: updown\ndatapaths: [vxlan]\nworkloads:\n  - type: rr\n"); err != nil {
+		return err
+	}
+	scen.Close()
 	var times []float64
 	for i := 0; i < *upReps; i++ {
 		t0 := time.Now()
-		tb, err := netns.New(context.Background(), netns.Spec{Run: runner.NewID()})
+		out, err := exec.Command(*spanperfBin, "up", "-f", scen.Name()).CombinedOutput()
 		if err != nil {
-			return err
+			return fmt.Errorf("%s up: %v: %s", *spanperfBin, err, firstLines(out))
 		}
-		dp, _ := info.New(map[string]any{"vni": int64(42)})
-		link, err := dp.Setup(context.Background(), tb)
-		if err != nil {
-			tb.Close()
-			return err
+		f := strings.Fields(string(out))
+		if len(f) < 2 || f[0] != "testbed" {
+			return fmt.Errorf("%s up printed no testbed ID: %s", *spanperfBin, firstLines(out))
 		}
-		link.Close(context.Background())
-		if err := tb.Close(); err != nil {
-			return err
+		if out, err := exec.Command(*spanperfBin, "down", "--run", f[1]).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s down --run %s: %v: %s", *spanperfBin, f[1], err, firstLines(out))
 		}
 		times = append(times, time.Since(t0).Seconds())
 	}
-	fmt.Printf("testbed up+down, 2 sites + vxlan: median %.3f s over %d (min %.3f, max %.3f)\n",
-		benchkit.Median(times), len(times), slices.Min(times), slices.Max(times))
+	fmt.Printf("spanperf up + spanperf down, 2 sites + vxlan, through %s: median %.3f s over %d (min %.3f, max %.3f)\n",
+		*spanperfBin, benchkit.Median(times), len(times), slices.Min(times), slices.Max(times))
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/cli"
+	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/testbed"
@@ -86,6 +88,14 @@ func residue(t *testing.T) []string {
 	items = append(items, ledgers...)
 	cg, _ := filepath.Glob("/sys/fs/cgroup/*/spanperf-*")
 	items = append(items, cg...)
+	// Temp dirs named after a run: the testbed's and the workloads'
+	// (spanperf-RUN-nginx-*, -pgbench-*, ...).
+	tmps, _ := filepath.Glob(filepath.Join(os.TempDir(), "spanperf-*"))
+	for _, d := range tmps {
+		if netns.RunOf(filepath.Base(d)) != "" {
+			items = append(items, d)
+		}
+	}
 	others := func(item string) bool {
 		run := netns.RunOf(filepath.Base(item))
 		if strings.HasSuffix(item, ".ledger") {
@@ -439,5 +449,257 @@ warmup: 0s
 	}
 	if r := residue(t); len(r) > 0 {
 		t.Errorf("left behind: %v", r)
+	}
+}
+
+// upTestbed runs `spanperf up` through the binary, so that up exits as it
+// does for a user, on examples/custom-socat.yaml with datapath label dp,
+// and returns the testbed's ID and what up printed. A datapath this
+// machine cannot run skips the test.
+func upTestbed(t *testing.T, dp string) (id, out string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	cmd := exec.Command(bin, "up", "-f", "../../examples/custom-socat.yaml", "--datapath", dp)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if err != nil && strings.Contains(e.String(), "not supported") {
+		t.Skipf("%s cannot run here: %s", dp, strings.TrimSpace(e.String()))
+	}
+	if err != nil {
+		t.Fatalf("up --datapath %s: %v\n%s%s", dp, err, o.String(), e.String())
+	}
+	f := strings.Fields(o.String())
+	if len(f) < 2 || f[0] != "testbed" {
+		t.Fatalf("up printed no testbed ID:\n%s", o.String())
+	}
+	return f[1], o.String()
+}
+
+// TestUpCarriesTraffic brings up a testbed with every datapath through the
+// binary, which exits, then runs a short rr through it with the agent
+// client command up printed, and takes it down: what up built keeps
+// carrying traffic after up has exited, and down leaves nothing behind.
+func TestUpCarriesTraffic(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("socat"); err != nil {
+		t.Skip("socat not installed (Debian package socat): the custom datapath's relay")
+	}
+	for _, d := range plugins.Datapaths() {
+		label := d.Name
+		if d.Name == "custom" {
+			label = "socat" // examples/custom-socat.yaml's label
+		}
+		t.Run(d.Name, func(t *testing.T) {
+			id, out := upTestbed(t, label)
+			down := func() {
+				if o, e, code := spanperf(t, "down", "--run", id); code != 0 {
+					t.Errorf("down: exit %d\n%s%s", code, o, e)
+				}
+			}
+			defer down()
+			var client []string
+			for _, line := range strings.Split(out, "\n") {
+				if f := strings.Fields(line); len(f) > 4 && f[0] == "ip" && f[3] == "spanperf-"+id+"-a" {
+					client = f
+				}
+			}
+			if client == nil {
+				t.Fatalf("up printed no client command for site a:\n%s", out)
+			}
+			for i := range client {
+				if client[i] == "--duration" && i+1 < len(client) {
+					client[i+1] = "300ms"
+				}
+			}
+			b, err := exec.Command(client[0], client[1:]...).Output()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(client, " "), err, b)
+			}
+			var res agent.Result
+			if err := json.Unmarshal(b, &res); err != nil || res.Error != "" || res.Metrics[results.TransactionsPerS] <= 0 {
+				t.Fatalf("rr through the up testbed: %v %s\n%s", err, res.Error, b)
+			}
+			down()
+			down = func() {}
+			if r := residueOf(t, id); len(r) > 0 {
+				t.Errorf("left behind after down: %v", r)
+			}
+		})
+	}
+}
+
+// TestUpDownFast times `spanperf up` plus `spanperf down` of a two-site
+// vxlan testbed through the binary, as a user runs them: the median of
+// five must stay under 0.25 s (it was over 1 s while down waited for
+// PID 1 to reap each orphaned process).
+func TestUpDownFast(t *testing.T) {
+	requireRoot(t)
+	var times []time.Duration
+	for i := 0; i < 5; i++ {
+		t0 := time.Now()
+		id, _ := upTestbed(t, "vxlan")
+		if b, err := exec.Command(bin, "down", "--run", id).CombinedOutput(); err != nil {
+			t.Fatalf("down: %v\n%s", err, b)
+		}
+		times = append(times, time.Since(t0))
+		if r := residueOf(t, id); len(r) > 0 {
+			t.Errorf("left behind after down: %v", r)
+		}
+	}
+	slices.Sort(times)
+	if med := times[len(times)/2]; med > 250*time.Millisecond {
+		t.Errorf("up+down median %v over 5 (%v), want < 250ms", med, times)
+	}
+}
+
+// residueOf is what residue finds of run id: a testbed another test (or
+// another user of the machine) left up is not this test's.
+func residueOf(t *testing.T, id string) []string {
+	t.Helper()
+	var out []string
+	for _, r := range residue(t) {
+		if strings.Contains(r, "spanperf-"+id) || strings.Contains(r, id+".ledger") || strings.HasPrefix(r, "process ") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestReadersLeaveRunDirAlone: summary and report read a run directory
+// without changing it. With a torn last line (a run still writing, or
+// killed mid-write), they skip the line, leave it in place, and work on a
+// read-only directory as an unprivileged user; only run --resume cuts it.
+func TestReadersLeaveRunDirAlone(t *testing.T) {
+	requireRoot(t)
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody")
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: readers\ndatapaths: [native]\nworkloads:\n  - type: rr\nrepetitions: 2\nduration: 200ms\nwarmup: 0s\n"), 0o644)
+	top, err := os.MkdirTemp("", "clitest-readers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(top, "run"), 0o755); os.RemoveAll(top) })
+	dir := filepath.Join(top, "run")
+	if _, errOut, code := spanperf(t, "run", "-f", p, "--out", dir); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errOut)
+	}
+	recs := filepath.Join(dir, results.RecordsFile)
+	f, err := os.OpenFile(recs, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"run":"torn","trial":5,"datapath":"nat`)
+	f.Close()
+	torn, _ := os.ReadFile(recs)
+
+	// As root, on a writable directory: the torn line stays.
+	for _, args := range [][]string{{"summary", dir}, {"report", dir}, {"report", "--format", "json", dir}} {
+		if out, errOut, code := spanperf(t, args...); code != 0 || !strings.Contains(out, "native") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		if b, _ := os.ReadFile(recs); !bytes.Equal(b, torn) {
+			t.Fatalf("%v changed %s: %d bytes, was %d", args, recs, len(b), len(torn))
+		}
+	}
+
+	// As nobody, on a read-only directory.
+	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(top, 0o755)
+	os.Chmod(recs, 0o444)
+	os.Chmod(filepath.Join(dir, results.ManifestFile), 0o444)
+	os.Chmod(dir, 0o555)
+	for _, args := range [][]string{{"summary", dir}, {"report", dir}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Run(); err != nil || !strings.Contains(o.String(), "native") {
+			t.Errorf("%v as nobody on a read-only run dir: %v\n%s%s", args, err, o.String(), e.String())
+		}
+	}
+	if b, _ := os.ReadFile(recs); !bytes.Equal(b, torn) {
+		t.Fatalf("a reader changed %s", recs)
+	}
+
+	// Resume repairs it: the torn line goes, the records stay.
+	os.Chmod(dir, 0o755)
+	os.Chmod(recs, 0o644)
+	os.Chmod(filepath.Join(dir, results.ManifestFile), 0o644)
+	if _, errOut, code := spanperf(t, "run", "--resume", dir); code != 0 {
+		t.Fatalf("resume: exit %d\n%s", code, errOut)
+	}
+	b, _ := os.ReadFile(recs)
+	if bytes.Contains(b, []byte(`"torn"`)) || len(b) == 0 || b[len(b)-1] != '\n' {
+		t.Errorf("resume left the torn line:\n%s", b)
+	}
+	if rs, err := results.Load(dir); err != nil || len(rs) != 2 {
+		t.Errorf("after resume: %d records (%v), want 2", len(rs), err)
+	}
+}
+
+// TestKillThenCleanRemovesWorkloadTempDirs kills a run (SIGKILL) while its
+// http trial serves from nginx, whose directory holds a TLS key and
+// certificate: the directory is named after the run's testbed, so clean,
+// scoped to it, removes it with the rest.
+func TestKillThenCleanRemovesWorkloadTempDirs(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("nginx"); err != nil {
+		t.Skip("nginx not installed (Debian package nginx)")
+	}
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: killnginx\ndatapaths: [native]\nworkloads:\n  - type: http\n    server: nginx\n    tls: true\nrepetitions: 2\nduration: 5s\nwarmup: 0s\n"), 0o644)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(bin, "run", "-f", p, "--out", dir)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The testbed's ID names its ledger, namespaces and temp dirs; its
+	// ledger names the run's process as the owner.
+	var run string
+	var tmps []string
+	for deadline := time.Now().Add(30 * time.Second); len(tmps) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no nginx temp dir named after testbed %q after 30 s:\n%s", run, e.String())
+		}
+		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+		for _, l := range ledgers {
+			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid {
+				run = ents[0].Run
+			}
+		}
+		if run != "" {
+			tmps, _ = filepath.Glob(filepath.Join(os.TempDir(), "spanperf-"+run+"-nginx-*"))
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // nginx serving, the key written
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	for _, d := range tmps {
+		if _, err := os.Stat(d); err != nil {
+			t.Fatalf("%s gone before clean (%v): the kill came too late to test anything", d, err)
+		}
+	}
+	out, errOut, code := spanperf(t, "clean", "--run", run)
+	if code != 0 {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, d := range tmps {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s left after clean:\n%s", d, out)
+		}
+	}
+	if r := residueOf(t, run); len(r) > 0 {
+		t.Errorf("left behind after SIGKILL and clean: %v\nclean said:\n%s", r, out)
 	}
 }

@@ -226,15 +226,15 @@ func cmdSummary(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: spanperf summary RUN_DIR")
 		return 2
 	}
-	dir, err := results.Open(args[0])
+	// Read-only: a torn last line is skipped, not cut (only resume repairs it).
+	m, err := results.ReadManifest(args[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "spanperf summary:", err)
 		return 1
 	}
-	dir.Close()
 	var ov scenario.Overrides
-	json.Unmarshal(dir.Manifest.Overrides, &ov)
-	s, err := loadScenario(dir.Manifest.ScenarioFile, []byte(dir.Manifest.ScenarioSource), ov)
+	json.Unmarshal(m.Overrides, &ov)
+	s, err := loadScenario(m.ScenarioFile, []byte(m.ScenarioSource), ov)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -151,12 +151,14 @@ func (v customVars) env() []string {
 
 // customSite is the datapath's state in one site.
 type customSite struct {
-	site  *netns.Site
-	vars  customVars
-	up    *shellProc
-	kept  bool      // up keeps running
-	log   string    // up's stdout and stderr
-	procs []procRef // the components found
+	site *netns.Site
+	vars customVars
+	up   *shellProc
+	kept bool // up keeps running
+	// detach: up and what it starts outlive the controller (`spanperf up`).
+	detach bool
+	log    string    // up's stdout and stderr
+	procs  []procRef // the components found
 }
 
 // procRef is a process found by name, told apart from a reused PID by its
@@ -220,12 +222,12 @@ func (c *Custom) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 			return nil, fmt.Errorf("custom on site %s: %w", s.Name(), err)
 		}
 		log := v.tmp + ".up.log"
-		p, err := c.run(ctx, s, "up", v, log)
+		p, err := c.run(ctx, s, "up", v, log, ltb.Spec().Detach)
 		if err != nil {
 			return nil, err
 		}
 		_ = ltb.Ledger().AddPID(p.PID())
-		st[i] = &customSite{site: s, vars: v, up: p, log: log}
+		st[i] = &customSite{site: s, vars: v, up: p, log: log, detach: ltb.Spec().Detach}
 	}
 	for _, cs := range st {
 		if err := c.wait(ctx, ltb, cs); err != nil {
@@ -309,7 +311,12 @@ func index(sites []*netns.Site, s testbed.Site) int {
 // detached (setsid -f, a forking daemon racing its parent's exit) or not
 // (`cmd &`). Its group is killed at teardown instead. Output goes to a file,
 // not a pipe, which a daemon left running would hold open.
-func (c *Custom) run(_ context.Context, site *netns.Site, which string, v customVars, log string) (*shellProc, error) {
+//
+// Unless detach, the shell gets a parent-death signal, so that a killed
+// controller takes it along; detached (a testbed of `spanperf up`, which
+// exits at once), it runs in a session of its own and outlives the
+// controller, as Site.Exec starts processes in such a testbed.
+func (c *Custom) run(_ context.Context, site *netns.Site, which string, v customVars, log string, detach bool) (*shellProc, error) {
 	script := c.Up
 	if which == "down" {
 		script = c.Down
@@ -327,6 +334,11 @@ func (c *Custom) run(_ context.Context, site *netns.Site, which string, v custom
 	cmd.Env = append(os.Environ(), v.env()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if detach {
+		// A session leader leads its process group too: Stop still
+		// signals the whole group.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := site.Do(cmd.Start); err != nil {
 		return nil, fmt.Errorf("custom: start %s on site %s: %w", which, site.Name(), err)
 	}
@@ -546,7 +558,7 @@ func killNamed(cs *customSite, names []string) error {
 
 func (c *Custom) runDown(ctx context.Context, cs *customSite) error {
 	log := cs.vars.tmp + ".down.log"
-	p, err := c.run(ctx, cs.site, "down", cs.vars, log)
+	p, err := c.run(ctx, cs.site, "down", cs.vars, log, cs.detach)
 	if err != nil {
 		return err
 	}

@@ -82,6 +82,9 @@ type Result struct {
 	// Missing maps each metric the probe could not measure to the reason.
 	// It also holds results.EnergyRAPL when the energy is an estimate.
 	Missing map[string]string
+	// Start and End are when the first and last samples were taken; zero
+	// when the window never began.
+	Start, End time.Time
 }
 
 // Probe is a running sampler, started by Start.
@@ -349,6 +352,7 @@ func (s *sampler) result() Result {
 		secs = 0
 	} else {
 		r.Metrics[results.ProbeWindow] = secs
+		r.Start, r.End = s.first, s.last
 	}
 
 	procs, missingProcs := 0, []string{}

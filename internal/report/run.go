@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spanperf/spanperf/internal/results"
 )
@@ -16,16 +17,16 @@ type Run struct {
 	Records []results.Record
 }
 
-// LoadRun reads a run directory.
+// LoadRun reads a run directory, read-only: a torn last line (a run still
+// writing, or killed mid-write) is skipped, not cut.
 func LoadRun(dir string) (Run, error) {
-	d, err := results.Open(dir)
+	m, err := results.ReadManifest(dir)
 	if err != nil {
 		return Run{}, fmt.Errorf("report: %w", err)
 	}
-	defer d.Close()
-	recs, err := d.Records()
+	recs, err := results.ReadFile(filepath.Join(dir, results.RecordsFile))
 	if err != nil {
 		return Run{}, fmt.Errorf("report: %w", err)
 	}
-	return Run{Dir: dir, Manifest: d.Manifest, Records: recs}, nil
+	return Run{Dir: dir, Manifest: m, Records: recs}, nil
 }

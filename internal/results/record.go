@@ -254,6 +254,12 @@ type Record struct {
 	// Start and End bound the trial, warmup included.
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
+	// WindowStart and WindowEnd are when the probe took its first and last
+	// samples: the measured window (the workload's, see Env.Measure) over
+	// which the CPU, cgroup CPU and energy figures were taken; ProbeWindow
+	// is its length. Zero when the trial was not probed.
+	WindowStart time.Time `json:"window_start,omitzero"`
+	WindowEnd   time.Time `json:"window_end,omitzero"`
 	// Metrics maps metric names to values in base units.
 	Metrics map[string]float64 `json:"metrics"`
 	// Series holds per-second series by metric name.

@@ -78,22 +78,38 @@ func Create(dir string, m Manifest) (*RunDir, error) {
 	return d, d.open()
 }
 
-// Open opens an existing run directory to append to it (resume).
+// Open opens an existing run directory to append to it (resume). It cuts
+// a torn last line of the records file, so only the writer of a run may
+// call it: readers use ReadManifest and Load, which change nothing.
 func Open(dir string) (*RunDir, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &RunDir{Dir: dir, Manifest: m}
+	return d, d.open()
+}
+
+// ReadManifest reads the manifest of run directory dir. It opens nothing
+// for writing: it works on a read-only directory, as any user who may read
+// it, and beside a run still writing to it.
+func ReadManifest(dir string) (Manifest, error) {
+	var m Manifest
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
+		return m, fmt.Errorf("run dir: %w", err)
 	}
-	d := &RunDir{Dir: dir}
-	if err := json.Unmarshal(b, &d.Manifest); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
 	}
-	return d, d.open()
+	return m, nil
 }
 
 func (d *RunDir) open() error {
 	p := filepath.Join(d.Dir, RecordsFile)
-	// A crash mid-write can leave a torn last line; cut it so appends start clean.
+	// A crash mid-write can leave a torn last line; cut it so appends start
+	// clean. Readers skip such a line (Decode) and leave it alone: it may be
+	// a record a live run is writing.
 	if b, err := os.ReadFile(p); err == nil && len(b) > 0 && b[len(b)-1] != '\n' {
 		if err := os.Truncate(p, int64(bytes.LastIndexByte(b, '\n')+1)); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/spanperf/spanperf/internal/cgroup"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/workload"
 )
 
 // componentCgroups holds a cgroup for each datapath process of a link:
@@ -180,9 +181,10 @@ func (c *componentCgroups) apply(params results.Params) (map[string]float64, err
 }
 
 // run runs one trial (run) under its limits, and adds to its record the
-// limit and the cgroup CPU of each component. A trial whose limits cannot
-// be applied is not run: its record carries the error.
-func (c *componentCgroups) run(o Options, t Trial, run func() results.Record) results.Record {
+// limit and the cgroup CPU of each component over the window the trial
+// marks by calling measure (workload.Env.Measure). A trial whose limits
+// cannot be applied is not run: its record carries the error.
+func (c *componentCgroups) run(o Options, t Trial, run func(measure workload.MeasureFunc) results.Record) results.Record {
 	lim, err := c.apply(t.Point.Params)
 	if err != nil {
 		rec := newRecord(o, t, time.Now())
@@ -190,8 +192,8 @@ func (c *componentCgroups) run(o Options, t Trial, run func() results.Record) re
 		rec.End, rec.Error = time.Now(), err.Error()
 		return rec
 	}
-	m := c.startMeter(o.Scenario.Warmup, o.Scenario.Duration)
-	rec := run()
+	m := c.newMeter()
+	rec := run(m.start)
 	m.stop()
 	if rec.Metrics == nil {
 		rec.Metrics = map[string]float64{}
@@ -219,14 +221,15 @@ func (c *componentCgroups) run(o Options, t Trial, run func() results.Record) re
 	return rec
 }
 
-// meter reads the cgroups' CPU usage when the trial's warmup ends and when
-// its measured part ends (or the trial, if sooner): the workload starts its
-// client right after the runner starts the trial, so the timers match its
-// window to within the client's start-up.
+// meter reads the cgroups' CPU usage when the trial's measured window
+// begins and when it ends (or the trial, if sooner): the window the
+// workload marks when it starts its measured client (start).
 type meter struct {
-	groups map[string]*cgroup.Cgroup
-	quit   chan struct{}
-	done   chan struct{}
+	groups  map[string]*cgroup.Cgroup
+	once    sync.Once
+	started chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
 
 	mu     sync.Mutex
 	t0, t1 time.Time
@@ -234,33 +237,42 @@ type meter struct {
 	errs   map[string]error
 }
 
-func (c *componentCgroups) startMeter(warmup, duration time.Duration) *meter {
-	m := &meter{groups: c.groups, quit: make(chan struct{}), done: make(chan struct{}), errs: map[string]error{}}
-	if len(c.groups) == 0 {
-		close(m.done)
-		return m
-	}
-	go func() {
-		defer close(m.done)
-		if warmup > 0 {
-			t := time.NewTimer(warmup)
-			select {
-			case <-t.C:
-			case <-m.quit:
-				t.Stop()
-				return
-			}
+func (c *componentCgroups) newMeter() *meter {
+	return &meter{groups: c.groups, started: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}), errs: map[string]error{}}
+}
+
+// start begins the window: the first reading warmup from now, the last
+// duration later. Calls after the first are ignored.
+func (m *meter) start(warmup, duration time.Duration) {
+	m.once.Do(func() {
+		close(m.started)
+		if len(m.groups) == 0 {
+			close(m.done)
+			return
 		}
-		m.read(&m.t0, &m.u0)
-		t := time.NewTimer(duration)
+		go m.run(warmup, duration)
+	})
+}
+
+func (m *meter) run(warmup, duration time.Duration) {
+	defer close(m.done)
+	if warmup > 0 {
+		t := time.NewTimer(warmup)
 		select {
 		case <-t.C:
 		case <-m.quit:
 			t.Stop()
+			return
 		}
-		m.read(&m.t1, &m.u1)
-	}()
-	return m
+	}
+	m.read(&m.t0, &m.u0)
+	t := time.NewTimer(duration)
+	select {
+	case <-t.C:
+	case <-m.quit:
+		t.Stop()
+	}
+	m.read(&m.t1, &m.u1)
 }
 
 // read takes one reading of every group into u, at time *at.
@@ -285,7 +297,11 @@ func (m *meter) read(at *time.Time, u *map[string]time.Duration) {
 // stop ends the measurement: a window not ended by its timer ends now.
 func (m *meter) stop() {
 	close(m.quit)
-	<-m.done
+	select {
+	case <-m.started:
+		<-m.done
+	default:
+	}
 }
 
 // cores returns the CPU of group name over the window, or why there is none.
@@ -294,6 +310,11 @@ func (m *meter) cores(name string) (float64, string) {
 	defer m.mu.Unlock()
 	if err := m.errs[name]; err != nil {
 		return 0, err.Error()
+	}
+	select {
+	case <-m.started:
+	default:
+		return 0, "not measured: the workload marked no measured window"
 	}
 	if m.u0 == nil {
 		return 0, "the trial ended before its warmup did"

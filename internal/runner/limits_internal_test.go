@@ -7,6 +7,7 @@ import (
 
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/workload"
 )
 
 func TestCgroupName(t *testing.T) {
@@ -77,7 +78,7 @@ func TestRunTrialWithoutCgroups(t *testing.T) {
 	}}
 	o := Options{Scenario: &scenario.Scenario{}, Dir: &results.RunDir{Manifest: results.Manifest{Run: "r1"}}}
 	ran := false
-	run := func() results.Record {
+	run := func(workload.MeasureFunc) results.Record {
 		ran = true
 		return results.Record{Metrics: map[string]float64{"throughput_bps": 1}}
 	}

@@ -2,8 +2,11 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spanperf/spanperf/internal/probe"
 	"github.com/spanperf/spanperf/internal/results"
@@ -21,25 +24,37 @@ type probed struct {
 }
 
 // runProbed runs one trial's workload (run) with a probe sampling comps
-// over the trial's measured window: the first sample a warmup after the
-// workload is started, the last a duration later, or when run returns.
-// The probe's window begins slightly before the client's own (by the
-// time the workload takes to start its server and client and connect).
-func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, run func() (*workload.Result, error)) (*workload.Result, *probed, error) {
-	pd := &probed{comps: comps, s: s}
-	pd.p, pd.err = probe.Start(ctx, probe.Spec{
-		Components: comps,
-		Interval:   s.ProbeInterval,
-		Delay:      s.Warmup,
-		Window:     s.Duration,
-		Energy:     probe.EnergyModel{IdleWatts: s.Energy.IdleWatts, WattsPerCore: s.Energy.WattsPerCore},
-	})
-	res, err := run()
+// over the trial's measured window. run passes measure on to the workload
+// (workload.Env.Measure), which calls it when it starts its measured
+// client: the probe starts then, takes its first sample delay later and
+// its last length after that, or when run returns. Set-up before (a
+// server, a database, keys) is not in the window. The window begins
+// slightly before the client's own, by the client's start and connect.
+func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, run func(measure workload.MeasureFunc) (*workload.Result, error)) (*workload.Result, *probed, error) {
+	pd := &probed{comps: comps, s: s, err: errNoWindow}
+	var once sync.Once
+	measure := func(delay, length time.Duration) {
+		once.Do(func() {
+			pd.p, pd.err = probe.Start(ctx, probe.Spec{
+				Components: comps,
+				Interval:   s.ProbeInterval,
+				Delay:      delay,
+				Window:     length,
+				Energy:     probe.EnergyModel{IdleWatts: s.Energy.IdleWatts, WattsPerCore: s.Energy.WattsPerCore},
+			})
+		})
+	}
+	res, err := run(measure)
+	once.Do(func() {}) // a later measure starts nothing
 	if pd.p != nil {
 		pd.res = pd.p.Stop()
 	}
 	return res, pd, err
 }
+
+// errNoWindow is the probe's error when the workload never marked its
+// measured window.
+var errNoWindow = errors.New("not measured: the workload marked no measured window")
 
 // unprobed is the probe of a trial that was not probed, and why.
 func unprobed(s *scenario.Scenario, comps []results.Component, why error) *probed {

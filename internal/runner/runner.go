@@ -132,8 +132,8 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
-		rec := cgs.run(o, t, func() results.Record {
-			return runTrial(ctx, o, t, link, client, server, target)
+		rec := cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
+			return runTrial(ctx, o, t, tb.Ledger(), measure, link, client, server, target)
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -180,7 +180,11 @@ func newRecord(o Options, t Trial, start time.Time) results.Record {
 // teardown), before it is stopped.
 const trialSlack = 30 * time.Second
 
-func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, client, server testbed.Site, target netip.AddrPort) results.Record {
+// runTrial runs trial t's workload through link. The workload's measured
+// window (workload.Env.Measure) starts the probe and measure, which the
+// caller uses for the cgroups' CPU; its temp dirs are named after the run
+// and recorded in ledger.
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, client, server testbed.Site, target netip.AddrPort) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -195,6 +199,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		Target:   target,
 		Params:   t.Point.Params,
 		Duration: s.Duration, Warmup: s.Warmup,
+		MkdirTemp: ledger.MkdirTemp,
 	}
 	w := winfo.New()
 	limit := s.Warmup + s.Duration
@@ -213,7 +218,13 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		res, err = w.Run(tctx, env)
 		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
 	} else {
-		res, probed, err = runProbed(tctx, s, link.Components, func() (*workload.Result, error) { return w.Run(tctx, env) })
+		res, probed, err = runProbed(tctx, s, link.Components, func(probe workload.MeasureFunc) (*workload.Result, error) {
+			env.Measure = func(delay, length time.Duration) {
+				measure(delay, length)
+				probe(delay, length)
+			}
+			return w.Run(tctx, env)
+		})
 	}
 	rec.End = time.Now()
 	if link.Alive != nil {
@@ -226,6 +237,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		return rec
 	}
 	rec.Metrics, rec.Series, rec.Histogram = res.Metrics, res.Series, res.Histogram
+	rec.WindowStart, rec.WindowEnd = probed.res.Start, probed.res.End
 	probed.addTo(&rec)
 	return rec
 }

@@ -101,6 +101,26 @@ func (l *Ledger) AddPID(pid int) error {
 	return l.Add(Entry{Kind: KindPID, PID: pid, Start: st})
 }
 
+// MkdirTemp makes a directory spanperf-RUN-KIND-* in the system's temp dir
+// (mode 0700) and records it, so that `spanperf clean` removes it after a
+// crash, by the ledger or by its name. kind is [a-z0-9-]. The caller
+// removes it when done. A nil ledger makes an unrecorded spanperf-KIND-*.
+func (l *Ledger) MkdirTemp(kind string) (string, error) {
+	prefix := "spanperf-" + kind + "-"
+	if l != nil {
+		prefix = "spanperf-" + l.run + "-" + kind + "-"
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := l.Add(Entry{Kind: KindPath, Path: dir}); err != nil {
+		os.Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
 // Remove deletes the ledger file: everything in it has been undone.
 func (l *Ledger) Remove() error {
 	if l == nil {
@@ -140,30 +160,39 @@ func ReadLedger(path string) ([]Entry, error) {
 // ProcStart returns a process's start time in clock ticks since boot
 // (field 22 of /proc/PID/stat), which tells a PID apart from a reused one.
 func ProcStart(pid int) (uint64, error) {
+	_, start, err := procState(pid)
+	return start, err
+}
+
+// procState returns a process's state letter (field 3 of /proc/PID/stat:
+// R, S, D, Z, ...) and its start time.
+func procState(pid int) (byte, uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("proc %d: bad stat", pid)
+		return 0, 0, fmt.Errorf("proc %d: bad stat", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("proc %d: short stat", pid)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return 0, 0, fmt.Errorf("proc %d: short stat", pid)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	return f[0][0], start, err
 }
 
 // Alive reports whether pid is running and is the process that started at start
-// (start 0 skips that check).
+// (start 0 skips that check). A zombie, dead but not yet reaped by its
+// parent (an orphan waits for PID 1, which may reap late), is not alive.
 func Alive(pid int, start uint64) bool {
 	if pid <= 0 {
 		return false
 	}
-	st, err := ProcStart(pid)
-	if err != nil {
+	state, st, err := procState(pid)
+	if err != nil || state == 'Z' || state == 'X' {
 		return false
 	}
 	return start == 0 || st == start

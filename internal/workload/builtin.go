@@ -108,6 +108,7 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 	var out bytes.Buffer
 	cmd := agent.Command("agent-client", args...)
 	cmd.Stdout = &out
+	env.measure(env.Warmup, env.Duration)
 	cli, err := env.Client.Exec(ctx, cmd)
 	if err != nil {
 		return nil, err

@@ -55,12 +55,12 @@ func (w H2load) Run(ctx context.Context, env Env) (*Result, error) {
 	if err := w.Check(ctx); err != nil {
 		return nil, err
 	}
-	ng, err := StartNginx(ctx, env.Server, NginxSpec{Port: env.Port, BodySize: intParam(env.Params, "body_size", 1024), HTTP2: true})
+	ng, err := StartNginx(ctx, env.Server, NginxSpec{Port: env.Port, BodySize: intParam(env.Params, "body_size", 1024), HTTP2: true, MkdirTemp: env.MkdirTemp})
 	if err != nil {
 		return nil, fmt.Errorf("h2load: %w", err)
 	}
 	defer ng.Close()
-	dir, err := os.MkdirTemp("", "spanperf-h2load-")
+	dir, err := env.mkdirTemp("h2load")
 	if err != nil {
 		return nil, fmt.Errorf("h2load: %w", err)
 	}
@@ -74,6 +74,7 @@ func (w H2load) Run(ctx context.Context, env Env) (*Result, error) {
 		args = append(args, "--warm-up-time="+ms(env.Warmup))
 	}
 	args = append(args, "http://"+env.Target.String()+NginxBodyPath)
+	env.measure(env.Warmup, env.Duration)
 	srvCPU := watchCPU(ng.PID(), env.Warmup, env.Duration)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "h2load", Path: "h2load", Args: args},

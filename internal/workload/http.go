@@ -75,7 +75,7 @@ func (w HTTP) Run(ctx context.Context, env Env) (*Result, error) {
 	var srv testbed.Process
 	if nginx {
 		ng, err := StartNginx(ctx, env.Server, NginxSpec{Port: env.Port, BodySize: intParam(p, "body_size", 1024),
-			HTTP2: stringParam(p, "protocol", "http1") == "http2", TLS: tlsOn})
+			HTTP2: stringParam(p, "protocol", "http1") == "http2", TLS: tlsOn, MkdirTemp: env.MkdirTemp})
 		if err != nil {
 			return nil, fmt.Errorf("http: %w", err)
 		}

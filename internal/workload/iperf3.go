@@ -60,6 +60,8 @@ func (w IPerf3) Run(ctx context.Context, env Env) (*Result, error) {
 		"-J", "-i", "1", "-t", strconv.Itoa(secs), "-O", strconv.Itoa(omit),
 		"-l", strconv.FormatInt(intParam(env.Params, "message_size", 131072), 10),
 		"-P", strconv.FormatInt(intParam(env.Params, "streams", 1), 10)}
+	// iperf3's figures cover -t whole seconds after its -O omitted ones.
+	env.measure(time.Duration(omit)*time.Second, time.Duration(secs)*time.Second)
 	srvCPU := watchCPU(srv.PID(), time.Duration(omit)*time.Second, time.Duration(secs)*time.Second)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "iperf3", Path: "iperf3", Args: args},

@@ -35,6 +35,9 @@ type NginxSpec struct {
 	TLS bool
 	// Workers is nginx's worker_processes; 0 means 1.
 	Workers int
+	// MkdirTemp makes nginx's directory (see Env.MkdirTemp); nil means
+	// os.MkdirTemp in the system's temp dir.
+	MkdirTemp func(kind string) (string, error)
 }
 
 // Nginx is Debian's nginx started in a site with a generated config and a
@@ -53,7 +56,7 @@ func StartNginx(ctx context.Context, site testbed.Site, spec NginxSpec) (*Nginx,
 	if spec.Workers <= 0 {
 		spec.Workers = 1
 	}
-	dir, err := os.MkdirTemp("", "spanperf-nginx-")
+	dir, err := Env{MkdirTemp: spec.MkdirTemp}.mkdirTemp("nginx")
 	if err != nil {
 		return nil, fmt.Errorf("nginx: %w", err)
 	}

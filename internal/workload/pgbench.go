@@ -203,7 +203,7 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	if !ok {
 		return nil, fmt.Errorf("pgbench: mode %q (want select-only or tpcb)", env.Params["mode"])
 	}
-	srv, err := startPostgres(ctx, env.Server, progs, env.Port, max(100, int(clients)+10))
+	srv, err := startPostgres(ctx, env, progs, max(100, int(clients)+10))
 	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w", err)
 	}
@@ -231,6 +231,10 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 		args = append(args, "-R", strconv.FormatFloat(rate, 'f', -1, 64))
 	}
 	args = append(args, postgresRole)
+	// The cluster is made, started and loaded: the measured window is
+	// pgbench's, a warmup after it starts (its first transaction begins
+	// after it connects: the window starts that much early).
+	env.measure(env.Warmup, env.Duration)
 	srvCPU := watchCPU(srv.proc.PID(), env.Warmup, env.Duration)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "pgbench", Path: progs.pgbench, Args: args, Env: pgbenchEnv},
@@ -286,8 +290,8 @@ type postgresServer struct {
 	dir  string
 }
 
-// startPostgres makes a database cluster with initdb and starts postgres
-// on port, on every address, with at most maxConns connections, and waits
+// startPostgres makes a database cluster with initdb, in a temp dir made
+// by env, and starts postgres in env.Server on env.Port, on every address, with at most maxConns connections, and waits
 // until it accepts connections. On error nothing is left behind.
 //
 // The cluster is a benchmark's: trust authentication for every address
@@ -297,8 +301,9 @@ type postgresServer struct {
 // swamp and vary with what the datapath adds; select-only writes nothing
 // either way. Dynamic shared memory lives in the data directory (mmap),
 // so a killed server leaves nothing in /dev/shm.
-func startPostgres(ctx context.Context, site testbed.Site, progs *postgresProgs, port, maxConns int) (_ *postgresServer, err error) {
-	dir, err := os.MkdirTemp("", "spanperf-pgbench-")
+func startPostgres(ctx context.Context, env Env, progs *postgresProgs, maxConns int) (_ *postgresServer, err error) {
+	site, port := env.Server, env.Port
+	dir, err := env.mkdirTemp("pgbench")
 	if err != nil {
 		return nil, err
 	}

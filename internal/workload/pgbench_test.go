@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,5 +355,98 @@ func TestPgbenchEndToEnd(t *testing.T) {
 				checkNoLeftovers(t)
 			})
 		})
+	}
+}
+
+// execLog is a site that logs when each process it starts begins and ends.
+type execLog struct {
+	testbed.Site
+	mu     sync.Mutex
+	events []execEvent
+}
+
+// execEvent is a process's name, start and end (zero while it runs).
+type execEvent struct {
+	name       string
+	start, end time.Time
+}
+
+func (s *execLog) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, error) {
+	start := time.Now()
+	p, err := s.Site.Exec(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	i := len(s.events)
+	s.events = append(s.events, execEvent{name: cmd.Name, start: start})
+	s.mu.Unlock()
+	go func() {
+		<-p.Done()
+		s.mu.Lock()
+		s.events[i].end = time.Now()
+		s.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// find returns the event of the process named name.
+func (s *execLog) find(t *testing.T, name string) execEvent {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.events {
+		if e.name == name {
+			return e
+		}
+	}
+	t.Fatalf("no process %s started (%v)", name, s.events)
+	return execEvent{}
+}
+
+// TestPgbenchMeasuresItsOwnWindow: the driver marks its measured window
+// (Env.Measure, which starts the runner's CPU, cgroup and energy probes)
+// once, after initdb, the server's start and pgbench -i are done, right
+// before pgbench starts, as the warmup and duration pgbench's figures
+// cover; so the set-up's CPU is not charged to the trial.
+func TestPgbenchMeasuresItsOwnWindow(t *testing.T) {
+	requirePgbench(t)
+	tb, link := datapathtest.Setup(t, netns.Spec{}, "native", nil)
+	client, server, target := runner.Endpoints(tb, link, agent.DefaultPort)
+	cl, sv := &execLog{Site: client}, &execLog{Site: server}
+	type call struct {
+		at            time.Time
+		delay, length time.Duration
+	}
+	var calls []call
+	const warm, dur = 300 * time.Millisecond, time.Second
+	env := workload.Env{Client: cl, Server: sv, Port: agent.DefaultPort, Target: target,
+		Params: results.Params{"clients": int64(2)}, Duration: dur, Warmup: warm,
+		Measure: func(delay, length time.Duration) { calls = append(calls, call{time.Now(), delay, length}) }}
+	pgbenchTempDir(t)
+	if _, err := (workload.Pgbench{}).Run(t.Context(), env); err != nil {
+		t.Fatal(err)
+	}
+	checkNoLeftovers(t)
+	if len(calls) != 1 {
+		t.Fatalf("Measure called %d times, want once", len(calls))
+	}
+	c := calls[0]
+	if c.delay != warm || c.length != dur {
+		t.Errorf("Measure(%v, %v), want (%v, %v)", c.delay, c.length, warm, dur)
+	}
+	for _, setup := range []string{"initdb", "pgbench-init"} {
+		if e := sv.find(t, setup); e.end.IsZero() || c.at.Before(e.end) {
+			t.Errorf("window marked at %s, before %s ended at %s", c.at.Format(time.StampMicro), setup, e.end.Format(time.StampMicro))
+		}
+	}
+	pg := cl.find(t, "pgbench")
+	if lead := pg.start.Sub(c.at); lead < 0 || lead > 50*time.Millisecond {
+		t.Errorf("window marked %v before pgbench started, want 0..50ms", lead)
+	}
+	// The window lies inside pgbench's run.
+	if from, to := c.at.Add(c.delay), c.at.Add(c.delay+c.length); from.Before(pg.start) || to.After(pg.end) {
+		t.Errorf("window %s..%s not inside pgbench's run %s..%s", from.Format(time.StampMicro), to.Format(time.StampMicro),
+			pg.start.Format(time.StampMicro), pg.end.Format(time.StampMicro))
 	}
 }

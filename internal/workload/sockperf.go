@@ -72,7 +72,7 @@ func (w Sockperf) Run(ctx context.Context, env Env) (*Result, error) {
 		return nil, fmt.Errorf("sockperf: %w: %s", err, truncate(ansiEscape.ReplaceAllString(srvOut.String(), ""), 300))
 	}
 	defer srv.Stop(time.Second)
-	dir, err := os.MkdirTemp("", "spanperf-sockperf-")
+	dir, err := env.mkdirTemp("sockperf")
 	if err != nil {
 		return nil, fmt.Errorf("sockperf: %w", err)
 	}
@@ -88,6 +88,9 @@ func (w Sockperf) Run(ctx context.Context, env Env) (*Result, error) {
 		rate = floatParam(env.Params, "rate", 10000)
 		args = append(args, "--mps", strconv.FormatInt(int64(rate), 10))
 	}
+	// Within the run, past sockperf's own 400 ms warm-up when the
+	// scenario's warmup is at least that.
+	env.measure(env.Warmup, env.Duration)
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "sockperf", Path: "sockperf", Args: args},
 		time.Duration(secs)*time.Second+30*time.Second)
 	log, _ := os.ReadFile(logFile)

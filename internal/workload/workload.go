@@ -6,6 +6,7 @@ package workload
 import (
 	"context"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/spanperf/spanperf/internal/results"
@@ -26,6 +27,40 @@ type Env struct {
 	Params results.Params
 	// Duration is the measured time; Warmup runs before it, not counted.
 	Duration, Warmup time.Duration
+	// Measure, when not nil, is called by Run once, right before it starts
+	// the client whose figures it reports, when everything else the trial
+	// needs (servers, a database, keys) is ready: that client's measured
+	// window begins delay after the call and lasts length. The runner
+	// measures the trial's CPU (per process, per cgroup, machine-wide) and
+	// energy over that window, so set-up work is not counted. A workload
+	// that runs several windows (a rate sweep) gets none.
+	Measure MeasureFunc
+	// MkdirTemp, when not nil, makes a directory for the trial's files
+	// (keys, a database cluster, logs) named after the run and recorded in
+	// its ledger, so that `spanperf clean` removes it after a crash; kind
+	// ([a-z0-9-]) names what it holds. Run removes it when done. nil means
+	// os.MkdirTemp in the system's temp dir, unrecorded.
+	MkdirTemp func(kind string) (string, error)
+}
+
+// MeasureFunc is told when a workload's measured window begins (delay
+// from the call) and how long it lasts.
+type MeasureFunc func(delay, length time.Duration)
+
+// measure calls e.Measure, if set.
+func (e Env) measure(delay, length time.Duration) {
+	if e.Measure != nil {
+		e.Measure(delay, length)
+	}
+}
+
+// mkdirTemp makes a temp dir for the trial with e.MkdirTemp, or one named
+// spanperf-KIND-* when it is nil.
+func (e Env) mkdirTemp(kind string) (string, error) {
+	if e.MkdirTemp != nil {
+		return e.MkdirTemp(kind)
+	}
+	return os.MkdirTemp("", "spanperf-"+kind+"-")
 }
 
 // Result is what one trial measured.

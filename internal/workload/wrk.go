@@ -56,7 +56,7 @@ func (w Wrk) Run(ctx context.Context, env Env) (*Result, error) {
 	if err := w.Check(ctx); err != nil {
 		return nil, err
 	}
-	ng, err := StartNginx(ctx, env.Server, NginxSpec{Port: env.Port, BodySize: intParam(env.Params, "body_size", 1024)})
+	ng, err := StartNginx(ctx, env.Server, NginxSpec{Port: env.Port, BodySize: intParam(env.Params, "body_size", 1024), MkdirTemp: env.MkdirTemp})
 	if err != nil {
 		return nil, fmt.Errorf("wrk: %w", err)
 	}
@@ -79,6 +79,8 @@ func (w Wrk) Run(ctx context.Context, env Env) (*Result, error) {
 		}
 	}
 	secs := wholeSeconds(env.Duration, 1)
+	// The warmup was a run of its own: the measured one starts now.
+	env.measure(0, time.Duration(secs)*time.Second)
 	srvCPU := watchCPU(ng.PID(), 0, time.Duration(secs)*time.Second)
 	defer srvCPU.stop()
 	out, runErr := run(secs)

@@ -2,6 +2,8 @@ package netns_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"io"
 	"net"
 	"os"
@@ -112,16 +114,37 @@ func assertNoResidue(t *testing.T, run string) {
 	if _, err := os.Stat(filepath.Join(testbed.LedgerDir, run+".ledger")); !os.IsNotExist(err) {
 		t.Errorf("ledger of %s left behind", run)
 	}
+	// The testbed's temp dir and the workloads' (spanperf-RUN-KIND-*).
+	tmps, _ := filepath.Glob(filepath.Join(os.TempDir(), netns.Prefix+run+"*"))
+	for _, d := range tmps {
+		t.Errorf("temp dir %s left behind", d)
+	}
 }
 
 // TestCleanSweepsAbandonedTestbed leaves a detached testbed with a running
 // process (as `spanperf up` does) and checks that Clean without Detached
 // keeps it and Clean with Detached removes all of it.
 func TestCleanSweepsAbandonedTestbed(t *testing.T) {
-	tb := newTestbed(t, netns.Spec{Detach: true})
+	// A run ID as spanperf makes them (6 hex digits), which clean can tell
+	// from other names.
+	var id [3]byte
+	rand.Read(id[:])
+	tb := newTestbed(t, netns.Spec{Run: hex.EncodeToString(id[:]), Detach: true})
 	run := tb.Spec().Run
 	p, err := tb.Sites()[1].Exec(context.Background(), testbed.Command{Name: "sleep", Path: "sleep", Args: []string{"600"}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A workload's temp dir, in the ledger; and one a crash left between
+	// its making and its ledger entry, known by its name alone.
+	wdir, err := tb.Ledger().MkdirTemp("nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(filepath.Base(wdir), netns.Prefix+run+"-nginx-") {
+		t.Errorf("workload temp dir %s not named after run %s", wdir, run)
+	}
+	if _, err := os.MkdirTemp("", netns.Prefix+run+"-pgbench-"); err != nil {
 		t.Fatal(err)
 	}
 	tb.Close() // detached: releases handles only
