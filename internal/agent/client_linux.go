@@ -73,6 +73,18 @@ const (
 // calling sample at the start of the window, at every interval and at the end.
 type clock struct {
 	phase atomic.Int32
+	// end is when the measured window ended, set before the phase turns
+	// to phaseStop at the window's end (not when a failure stops the run).
+	end atomic.Pointer[time.Time]
+}
+
+// ended returns when the measured window ended, and false when the run was
+// stopped otherwise (a failure) or has not ended.
+func (c *clock) ended() (time.Time, bool) {
+	if t := c.end.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
 }
 
 // run drives the phases. sample(i) is called with i = -1 at the window's
@@ -92,6 +104,8 @@ func (c *clock) run(spec ClientSpec, sample func(i int)) time.Duration {
 		next := start.Add(min(time.Duration(i+1)*interval, spec.Duration))
 		time.Sleep(time.Until(next))
 		if i == n-1 {
+			end := time.Now()
+			c.end.Store(&end)
 			c.phase.Store(phaseStop)
 		}
 		sample(i)
@@ -256,6 +270,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 	var wg sync.WaitGroup
 	paced := spec.Rate > 0
 	var lags []*hdrhistogram.Histogram
+	lates := make([]uint64, spec.Concurrency)
 	if paced {
 		lags = make([]*hdrhistogram.Histogram, spec.Concurrency)
 		t0 := time.Now()
@@ -266,7 +281,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 				defer wg.Done()
 				w := pacedConn{c: conns[i], t0: t0, rate: spec.Rate, nconn: spec.Concurrency, index: i,
 					req: make([]byte, spec.RequestSize), resp: make([]byte, spec.ResponseSize),
-					hist: hists[i], lag: lags[i], count: &counters[i].n}
+					hist: hists[i], lag: lags[i], count: &counters[i].n, late: &lates[i]}
 				if err := w.run(&ck); err != nil {
 					errs[i] = fmt.Errorf("rr %d: %w", i, err)
 					ck.phase.Store(phaseStop)
@@ -341,17 +356,22 @@ func runRR(spec ClientSpec) (*Result, error) {
 	for _, h := range hists {
 		merged.Merge(h)
 	}
-	if merged.TotalCount() == 0 {
+	var late uint64
+	for _, n := range lates {
+		late += n
+	}
+	answered := total()
+	if answered == 0 {
 		return nil, fmt.Errorf("%s: no transaction completed in %s", spec.Mode, spec.Duration)
 	}
 	rateName := results.TransactionsPerS
 	if crr {
 		rateName = results.ConnectionsPerS
 	}
-	m := latencyMetrics(merged)
-	m[rateName] = float64(merged.TotalCount()) / elapsed.Seconds()
+	m, missing := latencyMetrics(merged)
+	m[rateName] = float64(answered) / elapsed.Seconds()
 	m["cpu_seconds_client"] = cpu1 - cpu0
-	m["transactions"] = float64(merged.TotalCount())
+	m["transactions"] = float64(answered)
 	m["duration_s"] = elapsed.Seconds()
 	if paced {
 		lag := newHist()
@@ -359,6 +379,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 			lag.Merge(h)
 		}
 		pacedMetrics(m, rateName, spec.Rate, lag)
+		m[results.Late] = float64(late)
 	}
 	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -368,6 +389,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 		Metrics:   m,
 		Series:    map[string]results.Series{rateName: {Interval: interval(spec), Values: series}},
 		Histogram: string(enc),
+		Missing:   missing,
 	}, nil
 }
 
@@ -401,15 +423,20 @@ func pacedMetrics(m map[string]float64, rateName string, target float64, lag *hd
 	}
 }
 
-// latencyMetrics turns a histogram in nanoseconds into latency metrics in seconds.
-func latencyMetrics(h *hdrhistogram.Histogram) map[string]float64 {
+// latencyMetrics turns a histogram in nanoseconds into latency metrics in
+// seconds, with its sample count. A tail percentile with too few samples
+// behind it (results.TailMinSamples) is left out, and missing says why.
+func latencyMetrics(h *hdrhistogram.Histogram) (m map[string]float64, missing map[string]string) {
 	ns := func(v int64) float64 { return float64(v) / 1e9 }
-	return map[string]float64{
-		results.LatencyP50:  ns(h.ValueAtQuantile(50)),
-		results.LatencyP90:  ns(h.ValueAtQuantile(90)),
-		results.LatencyP99:  ns(h.ValueAtQuantile(99)),
-		results.LatencyP999: ns(h.ValueAtQuantile(99.9)),
-		results.LatencyMax:  ns(h.Max()),
-		results.LatencyMean: h.Mean() / 1e9,
+	m = map[string]float64{
+		results.LatencyP50:     ns(h.ValueAtQuantile(50)),
+		results.LatencyP90:     ns(h.ValueAtQuantile(90)),
+		results.LatencyP99:     ns(h.ValueAtQuantile(99)),
+		results.LatencyP999:    ns(h.ValueAtQuantile(99.9)),
+		results.LatencyP9999:   ns(h.ValueAtQuantile(99.99)),
+		results.LatencyMax:     ns(h.Max()),
+		results.LatencyMean:    h.Mean() / 1e9,
+		results.LatencySamples: float64(h.TotalCount()),
 	}
+	return m, results.DropThinTails(m, nil)
 }

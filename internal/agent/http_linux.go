@@ -41,7 +41,7 @@ const (
 	// MetricTimeouts counts measured requests that hit the request timeout.
 	MetricTimeouts = "timeouts"
 	// MetricLatencyP9999 is the 99.99th latency percentile in seconds.
-	MetricLatencyP9999 = "latency_p9999_s"
+	MetricLatencyP9999 = results.LatencyP9999
 )
 
 // HTTPServerSpec says what `spanperf agent http-serve` serves.
@@ -274,6 +274,7 @@ type httpTally struct {
 	mu             sync.Mutex
 	hist, lag      *hdrhistogram.Histogram
 	errs, timeouts uint64
+	late           uint64
 	firstErr       error
 	ok             atomic.Uint64
 }
@@ -322,16 +323,17 @@ func doRequest(c *http.Client, url string, bodySize int) error {
 // httpTotals is what an engine measured: latencies and pacing errors in
 // ns, failures, and the first failure's error.
 type httpTotals struct {
-	hist, lag      *hdrhistogram.Histogram
-	errs, timeouts uint64
-	firstErr       error
+	hist, lag            *hdrhistogram.Histogram
+	errs, timeouts, late uint64
+	firstErr             error
 }
 
-func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts uint64, firstErr error) {
+func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts, late uint64, firstErr error) {
 	t.hist.Merge(hist)
 	t.lag.Merge(lag)
 	t.errs += errs
 	t.timeouts += timeouts
+	t.late += late
 	if t.firstErr == nil {
 		t.firstErr = firstErr
 	}
@@ -393,22 +395,23 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if t.hist.TotalCount() == 0 {
+	answered := t.hist.TotalCount() - int64(t.late)
+	if answered <= 0 {
 		if t.firstErr != nil {
 			return nil, fmt.Errorf("agent http: no request succeeded in %s: %w", s.Duration, t.firstErr)
 		}
 		return nil, fmt.Errorf("agent http: no request completed in %s", s.Duration)
 	}
-	m := latencyMetrics(t.hist)
-	m[MetricLatencyP9999] = float64(t.hist.ValueAtQuantile(99.99)) / 1e9
-	m[MetricRequestsPerS] = float64(t.hist.TotalCount()) / elapsed.Seconds()
+	m, missing := latencyMetrics(t.hist)
+	m[MetricRequestsPerS] = float64(answered) / elapsed.Seconds()
 	m[MetricErrors] = float64(t.errs)
 	m[MetricTimeouts] = float64(t.timeouts)
-	m["requests"] = float64(t.hist.TotalCount())
+	m["requests"] = float64(answered)
 	m["cpu_seconds_client"] = cpu1 - cpu0
 	m["duration_s"] = elapsed.Seconds()
 	if s.Rate > 0 {
 		pacedMetrics(m, MetricRequestsPerS, s.Rate, t.lag)
+		m[results.Late] = float64(t.late)
 	}
 	enc, err := t.hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -418,6 +421,7 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 		Metrics:   m,
 		Series:    map[string]results.Series{MetricRequestsPerS: {Interval: interval(ClientSpec{Interval: s.Interval}), Values: series}},
 		Histogram: string(enc),
+		Missing:   missing,
 	}, nil
 }
 
@@ -473,7 +477,7 @@ func (e *loopEngine) wait() httpTotals {
 	t := httpTotals{hist: newHist(), lag: newHist()}
 	for _, lp := range e.loops {
 		lp.close()
-		t.add(lp.hist, lp.lag, lp.errs, lp.timeouts, lp.firstErr)
+		t.add(lp.hist, lp.lag, lp.errs, lp.timeouts, lp.late, lp.firstErr)
 	}
 	return t
 }
@@ -545,12 +549,18 @@ func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
 			unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 			p := newPacer()
 			stopped := func() bool { return ck.phase.Load() == phaseStop }
+			dueNs := func(k int64) int64 { return int64(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9) }
 			for k := int64(0); ; k++ {
-				due := t0.Add(time.Duration(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9))
+				due := t0.Add(time.Duration(dueNs(k)))
 				waited := p.wait(due, stopped)
 				sent := time.Now()
 				ph := ck.phase.Load()
 				if ph == phaseStop || e.ctx.Err() != nil {
+					if end, ok := ck.ended(); ok {
+						tally.mu.Lock()
+						tally.late = recordLate(tally.hist, k, dueNs, int64(end.Sub(t0)))
+						tally.mu.Unlock()
+					}
 					return
 				}
 				one := func() {
@@ -587,7 +597,7 @@ func (e *netHTTPEngine) wait() httpTotals {
 	e.closeIdle()
 	t := httpTotals{hist: newHist(), lag: newHist()}
 	for _, x := range e.tallies {
-		t.add(x.hist, x.lag, x.errs, x.timeouts, x.firstErr)
+		t.add(x.hist, x.lag, x.errs, x.timeouts, x.late, x.firstErr)
 	}
 	return t
 }

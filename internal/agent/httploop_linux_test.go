@@ -209,3 +209,41 @@ func TestHTTPLoopNotHTTP(t *testing.T) {
 		t.Errorf("err %v, want one quoting the SSH banner", err)
 	}
 }
+
+// Paced HTTP runs that their path cannot keep up with, as
+// TestPacedOverloadCountsLate: one connection to a server that holds each
+// response 2 ms and answers one request at a time (HTTP/2: one stream per
+// connection), offered 1000/s for 2 s. Requests unsent at the window's end
+// count as late (see checkOverload), on the event loop (HTTP/1.1, h2c)
+// and on net/http (HTTP/1.1 over TLS).
+func TestHTTPOverloadCountsLate(t *testing.T) {
+	const d, window, rate = 2 * time.Millisecond, 2 * time.Second, 1000.0
+	for _, tc := range []struct {
+		name, proto string
+		tls         bool
+	}{{"http1", "http1", false}, {"h2c", "http2", false}, {"tls-http1", "http1", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := newHTTPServer(bodyHandler(256, d), tc.tls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.HTTP2.MaxConcurrentStreams = 1
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.tls {
+				go srv.ServeTLS(ln, "", "")
+			} else {
+				go srv.Serve(ln)
+			}
+			t.Cleanup(func() { srv.Close() })
+			m := runHTTP(t, HTTPClientSpec{Target: netip.MustParseAddrPort(ln.Addr().String()), Protocol: tc.proto, TLS: tc.tls,
+				Rate: rate, Connections: 1, BodySize: 256, Duration: window})
+			if m[MetricErrors] != 0 || m[MetricTimeouts] != 0 {
+				t.Errorf("errors %g timeouts %g, want 0", m[MetricErrors], m[MetricTimeouts])
+			}
+			checkOverload(t, m, MetricRequestsPerS, "requests", rate, d, window)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"net"
 	"net/netip"
 	"runtime"
@@ -193,5 +194,77 @@ func TestRateValidate(t *testing.T) {
 		if s.Validate() == nil {
 			t.Errorf("%+v: want an error", s)
 		}
+	}
+}
+
+// overloadFigures are the known answers of a paced run over one connection
+// to a server that holds every response d, offered rate/s for window with
+// no warmup: the server answers at most one request per d, so the
+// schedule runs ahead of it and a backlog grows until the window ends.
+//   - Every request due in the window is accounted for, answered or late:
+//     rate × window of them (± 1% for the request in flight at each end).
+//   - Answered ones are at most window/d + 1, and at least 0.75 × window/d
+//     (a request's cost beyond d under d/3 on loopback).
+//   - Request k is due at k/rate; when the window ends the first unsent
+//     one is due at answered/rate, so it had waited window − answered/rate:
+//     the largest latency, give or take the one in flight (its response
+//     comes up to d + 1/rate later). With answered ≤ window/d + 1 that is
+//     at least window·(1 − 1/(rate·d)): half the window here.
+//   - Latencies rise linearly along the backlog, answered (request k waits
+//     about k·(d − 1/rate)) and late (window − due) alike: spread evenly
+//     from 0 to the largest, so p50 ≈ max/2 and p99 ≈ 0.99·max.
+//
+// Before late requests were counted, half of the requests vanished.
+func checkOverload(t *testing.T, m map[string]float64, rateName, countName string, rate float64, d, window time.Duration) {
+	t.Helper()
+	answered, late := m[countName], m[results.Late]
+	due := rate * window.Seconds()
+	t.Logf("answered %.0f late %.0f of %.0f due; samples %.0f; p50 %.1f ms p99 %.1f ms max %.1f ms; %s %.1f/s",
+		answered, late, due, m[results.LatencySamples], m[results.LatencyP50]*1e3, m[results.LatencyP99]*1e3,
+		m[results.LatencyMax]*1e3, rateName, m[rateName])
+	if got := answered + late; math.Abs(got-due) > 0.01*due {
+		t.Errorf("answered + late = %.0f, want %.0f ± 1%%", got, due)
+	}
+	if m[results.LatencySamples] != answered+late {
+		t.Errorf("latency_samples %.0f, want answered + late = %.0f", m[results.LatencySamples], answered+late)
+	}
+	capacity := window.Seconds() / d.Seconds()
+	if answered > capacity+1 || answered < 0.75*capacity {
+		t.Errorf("answered %.0f, want %.0f–%.0f (one per %s)", answered, 0.75*capacity, capacity+1, d)
+	}
+	want := window.Seconds() - answered/rate
+	floor := window.Seconds() * (1 - 1/(rate*d.Seconds()))
+	top := m[results.LatencyMax]
+	if top < want-0.002 || top > want+d.Seconds()+1/rate+0.003 {
+		t.Errorf("max %.1f ms, want %.1f ms (window − answered/rate), + up to %.1f ms for the request in flight",
+			top*1e3, want*1e3, (d.Seconds()+1/rate+0.003)*1e3)
+	}
+	if top < floor-0.002 {
+		t.Errorf("max %.1f ms below the known floor window·(1 − 1/(rate·d)) = %.1f ms", top*1e3, floor*1e3)
+	}
+	if p50 := m[results.LatencyP50]; math.Abs(p50-top/2) > 0.05*top {
+		t.Errorf("p50 %.1f ms, want max/2 = %.1f ms ± 5%% of max", p50*1e3, top/2*1e3)
+	}
+	if p99 := m[results.LatencyP99]; p99 < 0.97*top {
+		t.Errorf("p99 %.1f ms, want ≥ 0.97 × max = %.1f ms", p99*1e3, 0.97*top*1e3)
+	}
+}
+
+// A paced rr run that its path cannot keep up with: one connection, a
+// server that holds each response 2 ms (≤ 500/s), offered 1000/s for 2 s.
+// The requests still unsent when the window ends count as late, with the
+// backlog's latencies (see checkOverload).
+func TestPacedOverloadCountsLate(t *testing.T) {
+	const d, window, rate = 2 * time.Millisecond, 2 * time.Second, 1000.0
+	addr := delayServer(t, func(time.Duration) time.Duration { return d })
+	spec := rrSpec(addr, rate, 1, window)
+	spec.Warmup = 0
+	res, err := RunClient(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOverload(t, res.Metrics, results.TransactionsPerS, "transactions", rate, d, window)
+	if m := res.Metrics; m[results.Sustained] != 0 || m[results.TransactionsPerS] > 0.6*rate {
+		t.Errorf("sustained %g at %.1f/s of %g/s: late requests must not count as achieved", m[results.Sustained], m[results.TransactionsPerS], rate)
 	}
 }
