@@ -20,19 +20,24 @@ const (
 	LatencyP90        = "latency_p90_s"
 	LatencyP99        = "latency_p99_s"
 	LatencyP999       = "latency_p999_s"
-	LatencyP9999      = "latency_p9999_s"
 	LatencyMax        = "latency_max_s"
 	LatencyMean       = "latency_mean_s"
+	Retransmits       = "retransmits"
+	CPUCoresGenerator = "cpu_cores_generator"
+)
+
+// Latency sample rule and late requests (issue 10).
+const (
+	// LatencyP9999 is the 99.99th latency percentile in seconds.
+	LatencyP9999 = "latency_p9999_s"
 	// LatencySamples is the number of latencies the percentiles were taken
-	// from (late requests of a paced run included); see TailMinSamples.
+	// from (a paced run's late requests included); see TailMinSamples.
 	LatencySamples = "latency_samples"
 	// Late counts the requests of a paced run that were due before the
 	// measured window ended but not sent by then. Each is in the latency
 	// histogram with the time it had waited at the window's end, a lower
 	// bound of its latency; none is in the achieved rate.
 	Late = "late"
-	Retransmits       = "retransmits"
-	CPUCoresGenerator = "cpu_cores_generator"
 )
 
 // CPU, memory and energy metrics (internal/probe and the runner). "Cores"
