@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"strings"
 	"time"
@@ -226,6 +227,9 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		return rec
 	}
 	rec.Metrics, rec.Series, rec.Histogram = res.Metrics, res.Series, res.Histogram
+	// Every workload's tail percentiles obey the sample rule, here too
+	// in case one forgot.
+	rec.Missing = results.DropThinTails(rec.Metrics, maps.Clone(res.Missing))
 	probed.addTo(&rec)
 	return rec
 }
