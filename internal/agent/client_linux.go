@@ -305,17 +305,18 @@ func runRR(spec ClientSpec) (*Result, error) {
 				if ph == phaseStop {
 					return
 				}
-				t0 := time.Now()
+				var d time.Duration
 				var err error
 				if crr {
-					err = crrOnce(spec.Target, first, resp)
+					d, err = crrOnce(spec.Target, first, resp, nil)
 				} else {
+					t0 := time.Now()
 					c := conns[i]
 					if err = c.writeFull(req); err == nil {
 						err = c.readFull(resp)
 					}
+					d = time.Since(t0)
 				}
-				d := time.Since(t0)
 				if err != nil {
 					errs[i] = fmt.Errorf("%s %d: %w", spec.Mode, i, err)
 					ck.phase.Store(phaseStop)
@@ -393,19 +394,34 @@ func runRR(spec ClientSpec) (*Result, error) {
 	}, nil
 }
 
-// crrOnce opens a connection, sends the header and one request, reads the
-// response and closes.
-func crrOnce(target netip.AddrPort, first, resp []byte) error {
-	c, err := dial(target, ioTimeout, true)
+// crrOnce makes one crr transaction on a new connection, sending the
+// header and one request and reading the response, and returns its
+// latency: from the start of connect to the response's last byte. Making
+// the socket (socket(2), its options) before and close(2) after are not in
+// it. setup, when not nil, runs on the socket before the clock starts.
+func crrOnce(target netip.AddrPort, first, resp []byte, setup func(fd int) error) (time.Duration, error) {
+	c, err := newSocket(target, ioTimeout, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c.raw = true
 	defer c.close()
-	if err := c.writeFull(first); err != nil {
-		return err
+	if setup != nil {
+		if err := setup(c.fd); err != nil {
+			return 0, err
+		}
 	}
-	return c.readFull(resp)
+	t0 := time.Now()
+	if err := c.connect(target); err != nil {
+		return 0, err
+	}
+	if err := c.writeFull(first); err != nil {
+		return 0, err
+	}
+	if err := c.readFull(resp); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // pacedMetrics adds what an open-loop run reports: the target rate, whether
