@@ -51,6 +51,8 @@ func MetricDirection(metric string) Direction {
 		// spends more. Their efficiency (_per_core, joules per gigabyte)
 		// is what has a direction.
 		return Neutral
+	case metric == results.LatencySamples:
+		return Neutral // a count, not a latency
 	case strings.HasPrefix(metric, "latency_"), strings.HasPrefix(metric, "rss_"), metric == results.JoulesPerGigabyte:
 		return LowerIsBetter
 	}
