@@ -37,7 +37,8 @@ type ClientSpec struct {
 	// Rate, when > 0, makes rr open-loop: transactions per second across
 	// all connections, each connection sending at Rate/Concurrency on a
 	// fixed schedule, with latency measured from each request's intended
-	// send time (wrk2 semantics). 0 means closed loop.
+	// send time (wrk2 semantics); requests still unsent when the window
+	// ends count as late (results.Late). 0 means closed loop.
 	Rate float64
 }
 

@@ -193,7 +193,9 @@ type HTTPClientSpec struct {
 	// t0 + (i + k·Connections)/Rate and its latency runs from that due
 	// time (wrk2's correction for coordinated omission). 0 means closed
 	// loop: each connection sends its next request when the previous
-	// response is in, latency from the actual send.
+	// response is in, latency from the actual send. A paced run's
+	// requests still unsent when the window ends count as late
+	// (results.Late), into the histogram with their wait so far.
 	Rate float64
 	// Connections is the number of TCP connections. HTTP/1.1 has one
 	// request in flight per connection (a late connection sends at once

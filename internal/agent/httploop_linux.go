@@ -481,7 +481,7 @@ func (l *httpLoop) run() {
 			l.measuring = true
 		case ph == phaseStop && !l.stopping:
 			l.stopping, l.measuring, stopAt = true, false, now
-			l.recordLate()
+			l.countLate()
 		}
 		if l.stopping && (l.inflight() == 0 || now-stopAt > int64(l.spec.Timeout)) {
 			l.timeouts += uint64(l.inflightMeasured())
@@ -533,12 +533,11 @@ func (l *httpLoop) run() {
 	}
 }
 
-// recordLate records as late (see the function recordLate) each paced
-// request due before the window's end and not sent: those owed to a busy
-// connection and those whose slot the loop had not reached. A connection
-// has been handed every request before nextK, so its unsent ones start
-// there.
-func (l *httpLoop) recordLate() {
+// countLate records as late (see recordLate) each paced request due before
+// the window's end and not sent: those owed to a busy connection and those
+// whose slot the loop had not reached. A connection has sent every request
+// before its nextK, so its unsent ones start there.
+func (l *httpLoop) countLate() {
 	end, ok := l.ck.ended()
 	if l.period == 0 || !ok {
 		return
