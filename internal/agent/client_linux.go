@@ -77,6 +77,38 @@ type clock struct {
 	// end is when the measured window ended, set before the phase turns
 	// to phaseStop at the window's end (not when a failure stops the run).
 	end atomic.Pointer[time.Time]
+	// originT is when paced schedules start (see origin); run sets it
+	// once, then closes originSet.
+	originOnce sync.Once
+	originSet  chan struct{}
+	originT    time.Time
+	// start is when the measured window started; run's goroutine only.
+	start time.Time
+}
+
+// window is the measured window's length, from the phase turning to
+// phaseMeasure to its turning to phaseStop, for the goroutine that called
+// run, after it returned. A request counts in the window when it was sent
+// in it, so this is the time its requests were sent in; it falls back on
+// run's own figure when the window did not end on time.
+func (c *clock) window(ran time.Duration) time.Duration {
+	if end, ok := c.ended(); ok {
+		return end.Sub(c.start)
+	}
+	return ran
+}
+
+func (c *clock) initOrigin() { c.originOnce.Do(func() { c.originSet = make(chan struct{}) }) }
+
+// origin waits for run to start and returns when paced schedules start:
+// the warmup's start, or without a warmup the measured window's start,
+// after the phase turned to phaseMeasure. So without a warmup, every
+// request a schedule has due before the window's end is the window's:
+// answered in it, or late at its end.
+func (c *clock) origin() time.Time {
+	c.initOrigin()
+	<-c.originSet
+	return c.originT
 }
 
 // ended returns when the measured window ended, and false when the run was
@@ -96,10 +128,20 @@ func (c *clock) run(spec ClientSpec, sample func(i int)) time.Duration {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	time.Sleep(spec.Warmup)
+	c.initOrigin()
+	if spec.Warmup > 0 {
+		c.originT = time.Now()
+		close(c.originSet)
+		time.Sleep(spec.Warmup)
+	}
 	start := time.Now()
+	c.start = start
 	sample(-1)
 	c.phase.Store(phaseMeasure)
+	if spec.Warmup <= 0 {
+		c.originT = start
+		close(c.originSet)
+	}
 	n := int((spec.Duration + interval - 1) / interval)
 	for i := 0; i < n; i++ {
 		next := start.Add(min(time.Duration(i+1)*interval, spec.Duration))
@@ -274,13 +316,12 @@ func runRR(spec ClientSpec) (*Result, error) {
 	lates := make([]uint64, spec.Concurrency)
 	if paced {
 		lags = make([]*hdrhistogram.Histogram, spec.Concurrency)
-		t0 := time.Now()
 		for i := 0; i < spec.Concurrency; i++ {
 			hists[i], lags[i] = newHist(), newHist()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w := pacedConn{c: conns[i], t0: t0, rate: spec.Rate, nconn: spec.Concurrency, index: i,
+				w := pacedConn{c: conns[i], t0: ck.origin(), rate: spec.Rate, nconn: spec.Concurrency, index: i,
 					req: make([]byte, spec.RequestSize), resp: make([]byte, spec.ResponseSize),
 					hist: hists[i], lag: lags[i], count: &counters[i].n, late: &lates[i]}
 				if err := w.run(&ck); err != nil {
@@ -340,7 +381,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 	var prev uint64
 	var cpu0, cpu1 float64
 	prevT := time.Now()
-	elapsed := ck.run(spec, func(i int) {
+	ran := ck.run(spec, func(i int) {
 		n, now := total(), time.Now()
 		if i < 0 {
 			cpu0 = cpuSeconds()
@@ -362,6 +403,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 	for _, n := range lates {
 		late += n
 	}
+	elapsed := ck.window(ran)
 	answered := total()
 	if answered == 0 {
 		return nil, fmt.Errorf("%s: no transaction completed in %s", spec.Mode, spec.Duration)

@@ -342,10 +342,10 @@ func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts, late
 }
 
 // httpEngine sends a run's requests: connected before the clock starts,
-// started at the schedule's origin, counted live by the sampler, and
-// waited for at the end.
+// started at the clock's origin, counted live by the sampler, and waited
+// for at the end.
 type httpEngine interface {
-	start(origin time.Time, ck *clock)
+	start(ck *clock)
 	completed() uint64
 	wait() httpTotals
 }
@@ -376,12 +376,12 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 		return nil, err
 	}
 	var ck clock
-	eng.start(time.Now(), &ck)
+	eng.start(&ck)
 	var series []float64
 	var prev uint64
 	var cpu0, cpu1 float64
 	prevT := time.Now()
-	elapsed := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
+	ran := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
 		n, now := eng.completed(), time.Now()
 		if i < 0 {
 			cpu0 = cpuSeconds()
@@ -397,6 +397,7 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	elapsed := ck.window(ran)
 	answered := t.hist.TotalCount() - int64(t.late)
 	if answered <= 0 {
 		if t.firstErr != nil {
@@ -454,13 +455,14 @@ func newLoopEngine(s HTTPClientSpec) (*loopEngine, error) {
 	return e, nil
 }
 
-func (e *loopEngine) start(origin time.Time, ck *clock) {
+func (e *loopEngine) start(ck *clock) {
 	e.release = reserveProcs(len(e.loops))
 	for _, lp := range e.loops {
-		lp.origin, lp.ck = origin, ck
+		lp.ck = ck
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			lp.origin = ck.origin()
 			lp.run()
 		}()
 	}
@@ -523,7 +525,7 @@ func (e *netHTTPEngine) closeIdle() {
 	}
 }
 
-func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
+func (e *netHTTPEngine) start(ck *clock) {
 	s := e.s
 	paced := s.Rate > 0
 	e.release = reserveProcs(s.Connections)
@@ -551,6 +553,7 @@ func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
 			unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 			p := newPacer()
 			stopped := func() bool { return ck.phase.Load() == phaseStop }
+			t0 := ck.origin()
 			dueNs := func(k int64) int64 { return int64(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9) }
 			for k := int64(0); ; k++ {
 				due := t0.Add(time.Duration(dueNs(k)))
