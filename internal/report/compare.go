@@ -53,6 +53,8 @@ func MetricDirection(metric string) Direction {
 		return Neutral
 	case metric == results.LatencySamples:
 		return Neutral // a count, not a latency
+	case metric == results.Late:
+		return LowerIsBetter // requests a paced run could not send in time
 	case strings.HasPrefix(metric, "latency_"), strings.HasPrefix(metric, "rss_"), metric == results.JoulesPerGigabyte:
 		return LowerIsBetter
 	}
