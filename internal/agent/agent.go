@@ -40,6 +40,9 @@ type Result struct {
 	Series map[string]results.Series `json:"series,omitempty"`
 	// Histogram is the latency histogram, HdrHistogram V2 compressed base64, in ns.
 	Histogram string `json:"histogram,omitempty"`
+	// Missing names metrics the client could not report, with the reason
+	// (a tail percentile from too few samples).
+	Missing map[string]string `json:"missing,omitempty"`
 	// Error is set when the client failed.
 	Error string `json:"error,omitempty"`
 }

@@ -37,7 +37,8 @@ type ClientSpec struct {
 	// Rate, when > 0, makes rr open-loop: transactions per second across
 	// all connections, each connection sending at Rate/Concurrency on a
 	// fixed schedule, with latency measured from each request's intended
-	// send time (wrk2 semantics). 0 means closed loop.
+	// send time (wrk2 semantics); requests still unsent when the window
+	// ends count as late (results.Late). 0 means closed loop.
 	Rate float64
 }
 
@@ -73,6 +74,50 @@ const (
 // calling sample at the start of the window, at every interval and at the end.
 type clock struct {
 	phase atomic.Int32
+	// end is when the measured window ended, set before the phase turns
+	// to phaseStop at the window's end (not when a failure stops the run).
+	end atomic.Pointer[time.Time]
+	// originT is when paced schedules start (see origin); run sets it
+	// once, then closes originSet.
+	originOnce sync.Once
+	originSet  chan struct{}
+	originT    time.Time
+	// start is when the measured window started; run's goroutine only.
+	start time.Time
+}
+
+// window is the measured window's length, from the phase turning to
+// phaseMeasure to its turning to phaseStop, for the goroutine that called
+// run, after it returned. A request counts in the window when it was sent
+// in it, so this is the time its requests were sent in; it falls back on
+// run's own figure when the window did not end on time.
+func (c *clock) window(ran time.Duration) time.Duration {
+	if end, ok := c.ended(); ok {
+		return end.Sub(c.start)
+	}
+	return ran
+}
+
+func (c *clock) initOrigin() { c.originOnce.Do(func() { c.originSet = make(chan struct{}) }) }
+
+// origin waits for run to start and returns when paced schedules start:
+// the warmup's start, or without a warmup the measured window's start,
+// after the phase turned to phaseMeasure. So without a warmup, every
+// request a schedule has due before the window's end is the window's:
+// answered in it, or late at its end.
+func (c *clock) origin() time.Time {
+	c.initOrigin()
+	<-c.originSet
+	return c.originT
+}
+
+// ended returns when the measured window ended, and false when the run was
+// stopped otherwise (a failure) or has not ended.
+func (c *clock) ended() (time.Time, bool) {
+	if t := c.end.Load(); t != nil {
+		return *t, true
+	}
+	return time.Time{}, false
 }
 
 // run drives the phases. sample(i) is called with i = -1 at the window's
@@ -83,15 +128,27 @@ func (c *clock) run(spec ClientSpec, sample func(i int)) time.Duration {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	time.Sleep(spec.Warmup)
+	c.initOrigin()
+	if spec.Warmup > 0 {
+		c.originT = time.Now()
+		close(c.originSet)
+		time.Sleep(spec.Warmup)
+	}
 	start := time.Now()
+	c.start = start
 	sample(-1)
 	c.phase.Store(phaseMeasure)
+	if spec.Warmup <= 0 {
+		c.originT = start
+		close(c.originSet)
+	}
 	n := int((spec.Duration + interval - 1) / interval)
 	for i := 0; i < n; i++ {
 		next := start.Add(min(time.Duration(i+1)*interval, spec.Duration))
 		time.Sleep(time.Until(next))
 		if i == n-1 {
+			end := time.Now()
+			c.end.Store(&end)
 			c.phase.Store(phaseStop)
 		}
 		sample(i)
@@ -256,17 +313,17 @@ func runRR(spec ClientSpec) (*Result, error) {
 	var wg sync.WaitGroup
 	paced := spec.Rate > 0
 	var lags []*hdrhistogram.Histogram
+	lates := make([]uint64, spec.Concurrency)
 	if paced {
 		lags = make([]*hdrhistogram.Histogram, spec.Concurrency)
-		t0 := time.Now()
 		for i := 0; i < spec.Concurrency; i++ {
 			hists[i], lags[i] = newHist(), newHist()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				w := pacedConn{c: conns[i], t0: t0, rate: spec.Rate, nconn: spec.Concurrency, index: i,
+				w := pacedConn{c: conns[i], t0: ck.origin(), rate: spec.Rate, nconn: spec.Concurrency, index: i,
 					req: make([]byte, spec.RequestSize), resp: make([]byte, spec.ResponseSize),
-					hist: hists[i], lag: lags[i], count: &counters[i].n}
+					hist: hists[i], lag: lags[i], count: &counters[i].n, late: &lates[i]}
 				if err := w.run(&ck); err != nil {
 					errs[i] = fmt.Errorf("rr %d: %w", i, err)
 					ck.phase.Store(phaseStop)
@@ -290,17 +347,18 @@ func runRR(spec ClientSpec) (*Result, error) {
 				if ph == phaseStop {
 					return
 				}
-				t0 := time.Now()
+				var d time.Duration
 				var err error
 				if crr {
-					err = crrOnce(spec.Target, first, resp)
+					d, err = crrOnce(spec.Target, first, resp, nil)
 				} else {
+					t0 := time.Now()
 					c := conns[i]
 					if err = c.writeFull(req); err == nil {
 						err = c.readFull(resp)
 					}
+					d = time.Since(t0)
 				}
-				d := time.Since(t0)
 				if err != nil {
 					errs[i] = fmt.Errorf("%s %d: %w", spec.Mode, i, err)
 					ck.phase.Store(phaseStop)
@@ -323,7 +381,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 	var prev uint64
 	var cpu0, cpu1 float64
 	prevT := time.Now()
-	elapsed := ck.run(spec, func(i int) {
+	ran := ck.run(spec, func(i int) {
 		n, now := total(), time.Now()
 		if i < 0 {
 			cpu0 = cpuSeconds()
@@ -341,17 +399,23 @@ func runRR(spec ClientSpec) (*Result, error) {
 	for _, h := range hists {
 		merged.Merge(h)
 	}
-	if merged.TotalCount() == 0 {
+	var late uint64
+	for _, n := range lates {
+		late += n
+	}
+	elapsed := ck.window(ran)
+	answered := total()
+	if answered == 0 {
 		return nil, fmt.Errorf("%s: no transaction completed in %s", spec.Mode, spec.Duration)
 	}
 	rateName := results.TransactionsPerS
 	if crr {
 		rateName = results.ConnectionsPerS
 	}
-	m := latencyMetrics(merged)
-	m[rateName] = float64(merged.TotalCount()) / elapsed.Seconds()
+	m, missing := latencyMetrics(merged)
+	m[rateName] = float64(answered) / elapsed.Seconds()
 	m["cpu_seconds_client"] = cpu1 - cpu0
-	m["transactions"] = float64(merged.TotalCount())
+	m["transactions"] = float64(answered)
 	m["duration_s"] = elapsed.Seconds()
 	if paced {
 		lag := newHist()
@@ -359,6 +423,7 @@ func runRR(spec ClientSpec) (*Result, error) {
 			lag.Merge(h)
 		}
 		pacedMetrics(m, rateName, spec.Rate, lag)
+		m[results.Late] = float64(late)
 	}
 	enc, err := merged.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -368,22 +433,38 @@ func runRR(spec ClientSpec) (*Result, error) {
 		Metrics:   m,
 		Series:    map[string]results.Series{rateName: {Interval: interval(spec), Values: series}},
 		Histogram: string(enc),
+		Missing:   missing,
 	}, nil
 }
 
-// crrOnce opens a connection, sends the header and one request, reads the
-// response and closes.
-func crrOnce(target netip.AddrPort, first, resp []byte) error {
-	c, err := dial(target, ioTimeout, true)
+// crrOnce makes one crr transaction on a new connection, sending the
+// header and one request and reading the response, and returns its
+// latency: from the start of connect to the response's last byte. Making
+// the socket (socket(2), its options) before and close(2) after are not in
+// it. setup, when not nil, runs on the socket before the clock starts.
+func crrOnce(target netip.AddrPort, first, resp []byte, setup func(fd int) error) (time.Duration, error) {
+	c, err := newSocket(target, ioTimeout, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c.raw = true
 	defer c.close()
-	if err := c.writeFull(first); err != nil {
-		return err
+	if setup != nil {
+		if err := setup(c.fd); err != nil {
+			return 0, err
+		}
 	}
-	return c.readFull(resp)
+	t0 := time.Now()
+	if err := c.connect(target); err != nil {
+		return 0, err
+	}
+	if err := c.writeFull(first); err != nil {
+		return 0, err
+	}
+	if err := c.readFull(resp); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // pacedMetrics adds what an open-loop run reports: the target rate, whether
@@ -401,15 +482,20 @@ func pacedMetrics(m map[string]float64, rateName string, target float64, lag *hd
 	}
 }
 
-// latencyMetrics turns a histogram in nanoseconds into latency metrics in seconds.
-func latencyMetrics(h *hdrhistogram.Histogram) map[string]float64 {
+// latencyMetrics turns a histogram in nanoseconds into latency metrics in
+// seconds, with its sample count. A tail percentile with too few samples
+// behind it (results.TailMinSamples) is left out, and missing says why.
+func latencyMetrics(h *hdrhistogram.Histogram) (m map[string]float64, missing map[string]string) {
 	ns := func(v int64) float64 { return float64(v) / 1e9 }
-	return map[string]float64{
-		results.LatencyP50:  ns(h.ValueAtQuantile(50)),
-		results.LatencyP90:  ns(h.ValueAtQuantile(90)),
-		results.LatencyP99:  ns(h.ValueAtQuantile(99)),
-		results.LatencyP999: ns(h.ValueAtQuantile(99.9)),
-		results.LatencyMax:  ns(h.Max()),
-		results.LatencyMean: h.Mean() / 1e9,
+	m = map[string]float64{
+		results.LatencyP50:     ns(h.ValueAtQuantile(50)),
+		results.LatencyP90:     ns(h.ValueAtQuantile(90)),
+		results.LatencyP99:     ns(h.ValueAtQuantile(99)),
+		results.LatencyP999:    ns(h.ValueAtQuantile(99.9)),
+		results.LatencyP9999:   ns(h.ValueAtQuantile(99.99)),
+		results.LatencyMax:     ns(h.Max()),
+		results.LatencyMean:    h.Mean() / 1e9,
+		results.LatencySamples: float64(h.TotalCount()),
 	}
+	return m, results.DropThinTails(m, nil)
 }

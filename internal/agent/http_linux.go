@@ -41,7 +41,7 @@ const (
 	// MetricTimeouts counts measured requests that hit the request timeout.
 	MetricTimeouts = "timeouts"
 	// MetricLatencyP9999 is the 99.99th latency percentile in seconds.
-	MetricLatencyP9999 = "latency_p9999_s"
+	MetricLatencyP9999 = results.LatencyP9999
 )
 
 // HTTPServerSpec says what `spanperf agent http-serve` serves.
@@ -193,7 +193,9 @@ type HTTPClientSpec struct {
 	// t0 + (i + k·Connections)/Rate and its latency runs from that due
 	// time (wrk2's correction for coordinated omission). 0 means closed
 	// loop: each connection sends its next request when the previous
-	// response is in, latency from the actual send.
+	// response is in, latency from the actual send. A paced run's
+	// requests still unsent when the window ends count as late
+	// (results.Late), into the histogram with their wait so far.
 	Rate float64
 	// Connections is the number of TCP connections. HTTP/1.1 has one
 	// request in flight per connection (a late connection sends at once
@@ -274,6 +276,7 @@ type httpTally struct {
 	mu             sync.Mutex
 	hist, lag      *hdrhistogram.Histogram
 	errs, timeouts uint64
+	late           uint64
 	firstErr       error
 	ok             atomic.Uint64
 }
@@ -322,26 +325,27 @@ func doRequest(c *http.Client, url string, bodySize int) error {
 // httpTotals is what an engine measured: latencies and pacing errors in
 // ns, failures, and the first failure's error.
 type httpTotals struct {
-	hist, lag      *hdrhistogram.Histogram
-	errs, timeouts uint64
-	firstErr       error
+	hist, lag            *hdrhistogram.Histogram
+	errs, timeouts, late uint64
+	firstErr             error
 }
 
-func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts uint64, firstErr error) {
+func (t *httpTotals) add(hist, lag *hdrhistogram.Histogram, errs, timeouts, late uint64, firstErr error) {
 	t.hist.Merge(hist)
 	t.lag.Merge(lag)
 	t.errs += errs
 	t.timeouts += timeouts
+	t.late += late
 	if t.firstErr == nil {
 		t.firstErr = firstErr
 	}
 }
 
 // httpEngine sends a run's requests: connected before the clock starts,
-// started at the schedule's origin, counted live by the sampler, and
-// waited for at the end.
+// started at the clock's origin, counted live by the sampler, and waited
+// for at the end.
 type httpEngine interface {
-	start(origin time.Time, ck *clock)
+	start(ck *clock)
 	completed() uint64
 	wait() httpTotals
 }
@@ -372,12 +376,12 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 		return nil, err
 	}
 	var ck clock
-	eng.start(time.Now(), &ck)
+	eng.start(&ck)
 	var series []float64
 	var prev uint64
 	var cpu0, cpu1 float64
 	prevT := time.Now()
-	elapsed := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
+	ran := ck.run(ClientSpec{Duration: s.Duration, Warmup: s.Warmup, Interval: s.Interval}, func(i int) {
 		n, now := eng.completed(), time.Now()
 		if i < 0 {
 			cpu0 = cpuSeconds()
@@ -393,22 +397,24 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if t.hist.TotalCount() == 0 {
+	elapsed := ck.window(ran)
+	answered := t.hist.TotalCount() - int64(t.late)
+	if answered <= 0 {
 		if t.firstErr != nil {
 			return nil, fmt.Errorf("agent http: no request succeeded in %s: %w", s.Duration, t.firstErr)
 		}
 		return nil, fmt.Errorf("agent http: no request completed in %s", s.Duration)
 	}
-	m := latencyMetrics(t.hist)
-	m[MetricLatencyP9999] = float64(t.hist.ValueAtQuantile(99.99)) / 1e9
-	m[MetricRequestsPerS] = float64(t.hist.TotalCount()) / elapsed.Seconds()
+	m, missing := latencyMetrics(t.hist)
+	m[MetricRequestsPerS] = float64(answered) / elapsed.Seconds()
 	m[MetricErrors] = float64(t.errs)
 	m[MetricTimeouts] = float64(t.timeouts)
-	m["requests"] = float64(t.hist.TotalCount())
+	m["requests"] = float64(answered)
 	m["cpu_seconds_client"] = cpu1 - cpu0
 	m["duration_s"] = elapsed.Seconds()
 	if s.Rate > 0 {
 		pacedMetrics(m, MetricRequestsPerS, s.Rate, t.lag)
+		m[results.Late] = float64(t.late)
 	}
 	enc, err := t.hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -418,6 +424,7 @@ func RunHTTPClient(ctx context.Context, s HTTPClientSpec) (*Result, error) {
 		Metrics:   m,
 		Series:    map[string]results.Series{MetricRequestsPerS: {Interval: interval(ClientSpec{Interval: s.Interval}), Values: series}},
 		Histogram: string(enc),
+		Missing:   missing,
 	}, nil
 }
 
@@ -448,13 +455,14 @@ func newLoopEngine(s HTTPClientSpec) (*loopEngine, error) {
 	return e, nil
 }
 
-func (e *loopEngine) start(origin time.Time, ck *clock) {
+func (e *loopEngine) start(ck *clock) {
 	e.release = reserveProcs(len(e.loops))
 	for _, lp := range e.loops {
-		lp.origin, lp.ck = origin, ck
+		lp.ck = ck
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
+			lp.origin = ck.origin()
 			lp.run()
 		}()
 	}
@@ -473,7 +481,7 @@ func (e *loopEngine) wait() httpTotals {
 	t := httpTotals{hist: newHist(), lag: newHist()}
 	for _, lp := range e.loops {
 		lp.close()
-		t.add(lp.hist, lp.lag, lp.errs, lp.timeouts, lp.firstErr)
+		t.add(lp.hist, lp.lag, lp.errs, lp.timeouts, lp.late, lp.firstErr)
 	}
 	return t
 }
@@ -517,7 +525,7 @@ func (e *netHTTPEngine) closeIdle() {
 	}
 }
 
-func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
+func (e *netHTTPEngine) start(ck *clock) {
 	s := e.s
 	paced := s.Rate > 0
 	e.release = reserveProcs(s.Connections)
@@ -545,12 +553,19 @@ func (e *netHTTPEngine) start(t0 time.Time, ck *clock) {
 			unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 			p := newPacer()
 			stopped := func() bool { return ck.phase.Load() == phaseStop }
+			t0 := ck.origin()
+			dueNs := func(k int64) int64 { return int64(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9) }
 			for k := int64(0); ; k++ {
-				due := t0.Add(time.Duration(float64(int64(i)+k*int64(s.Connections)) / s.Rate * 1e9))
+				due := t0.Add(time.Duration(dueNs(k)))
 				waited := p.wait(due, stopped)
 				sent := time.Now()
 				ph := ck.phase.Load()
 				if ph == phaseStop || e.ctx.Err() != nil {
+					if end, ok := ck.ended(); ok {
+						tally.mu.Lock()
+						tally.late = recordLate(tally.hist, k, dueNs, int64(end.Sub(t0)))
+						tally.mu.Unlock()
+					}
 					return
 				}
 				one := func() {
@@ -587,7 +602,7 @@ func (e *netHTTPEngine) wait() httpTotals {
 	e.closeIdle()
 	t := httpTotals{hist: newHist(), lag: newHist()}
 	for _, x := range e.tallies {
-		t.add(x.hist, x.lag, x.errs, x.timeouts, x.firstErr)
+		t.add(x.hist, x.lag, x.errs, x.timeouts, x.late, x.firstErr)
 	}
 	return t
 }

@@ -108,6 +108,7 @@ type httpLoop struct {
 	hist, lag      *hdrhistogram.Histogram
 	ok             atomic.Uint64 // measured successes, read by the sampler
 	errs, timeouts uint64
+	late           uint64 // requests unsent at the window's end (recordLate)
 	firstErr       error
 	events         []unix.EpollEvent
 	measuring      bool
@@ -480,6 +481,7 @@ func (l *httpLoop) run() {
 			l.measuring = true
 		case ph == phaseStop && !l.stopping:
 			l.stopping, l.measuring, stopAt = true, false, now
+			l.countLate()
 		}
 		if l.stopping && (l.inflight() == 0 || now-stopAt > int64(l.spec.Timeout)) {
 			l.timeouts += uint64(l.inflightMeasured())
@@ -528,6 +530,20 @@ func (l *httpLoop) run() {
 				l.readable(c, now)
 			}
 		}
+	}
+}
+
+// countLate records as late (see recordLate) each paced request due before
+// the window's end and not sent: those owed to a busy connection and those
+// whose slot the loop had not reached. A connection has sent every request
+// before its nextK, so its unsent ones start there.
+func (l *httpLoop) countLate() {
+	end, ok := l.ck.ended()
+	if l.period == 0 || !ok {
+		return
+	}
+	for _, c := range l.conns {
+		l.late += recordLate(l.hist, c.nextK, func(k int64) int64 { return l.dueOf(c.index, k) }, int64(end.Sub(l.origin)))
 	}
 }
 

@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spanperf/spanperf/internal/results"
 )
 
 // The event loop's edge cases, each against a real server on loopback.
@@ -207,5 +211,80 @@ func TestHTTPLoopNotHTTP(t *testing.T) {
 		Protocol: "http1", Connections: 1, Duration: 300 * time.Millisecond})
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("SSH-2.0")) {
 		t.Errorf("err %v, want one quoting the SSH banner", err)
+	}
+}
+
+// Paced HTTP runs that their path cannot keep up with, as
+// TestPacedOverloadCountsLate: one connection to a server that holds each
+// response 2 ms and answers one request at a time (HTTP/2: one stream per
+// connection), offered 1000/s for 2 s. Requests unsent at the window's end
+// count as late (see overloadProblems), on the event loop (HTTP/1.1, h2c)
+// and on net/http (HTTP/1.1 over TLS).
+func TestHTTPOverloadCountsLate(t *testing.T) {
+	const d, window, rate = 2 * time.Millisecond, 2 * time.Second, 1000.0
+	for _, tc := range []struct {
+		name, proto string
+		tls         bool
+	}{{"http1", "http1", false}, {"h2c", "http2", false}, {"tls-http1", "http1", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, err := newHTTPServer(bodyHandler(256, d), tc.tls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.HTTP2.MaxConcurrentStreams = 1
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.tls {
+				go srv.ServeTLS(ln, "", "")
+			} else {
+				go srv.Serve(ln)
+			}
+			t.Cleanup(func() { srv.Close() })
+			spec := HTTPClientSpec{Target: netip.MustParseAddrPort(ln.Addr().String()), Protocol: tc.proto, TLS: tc.tls,
+				Rate: rate, Connections: 1, BodySize: 256, Duration: window}
+			checkOverload(t, func() map[string]float64 { return runHTTP(t, spec) }, MetricRequestsPerS, "requests", rate, d)
+		})
+	}
+}
+
+// Requests in flight when the window ends are waited for and count with
+// their whole latency. An h2c server that takes many streams but answers
+// one request at a time, each held 2 ms, offered 1000/s for 2 s on one
+// connection: the loop sends every request on time, so about half are
+// still queued in the server when the window ends. They are answered after
+// it and counted, so more are answered than the window alone had room for
+// (2 s / 2 ms); the last answer comes no sooner than sent × 2 ms after the
+// start, so the max is at least that less the window (the last one's due
+// time is within it), about 2 s. Every request due in the window is still
+// accounted for, answered or late (the loop keeps at most 1000 streams in
+// flight, so the last few wait unsent).
+func TestHTTPInFlightAtEndCount(t *testing.T) {
+	const d, window, rate = 2 * time.Millisecond, 2 * time.Second, 1000.0
+	var mu sync.Mutex
+	body := bodyHandler(256, 0)
+	addr := startHTTP(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		holdFor(d)
+		mu.Unlock()
+		body.ServeHTTP(w, r)
+	}), false)
+	m := runHTTP(t, HTTPClientSpec{Target: addr, Protocol: "http2", Rate: rate, Connections: 1, BodySize: 256, Duration: window})
+	answered, late, w := m["requests"], m[results.Late], m[results.DurationS]
+	sent := answered + m[MetricErrors] + m[MetricTimeouts]
+	t.Logf("answered %.0f failed %.0f late %.0f in %.3f s; p50 %.1f ms p99 %.1f ms max %.1f ms",
+		answered, sent-answered, late, w, m[results.LatencyP50]*1e3, m[results.LatencyP99]*1e3, m[results.LatencyMax]*1e3)
+	if m[MetricErrors] != 0 || m[MetricTimeouts] != 0 {
+		t.Errorf("errors %g timeouts %g, want 0", m[MetricErrors], m[MetricTimeouts])
+	}
+	if due := rate * w; math.Abs(sent+late-due) > 2 {
+		t.Errorf("answered + failed + late = %.0f, want rate × window = %.0f ± 2", sent+late, due)
+	}
+	if room := w / d.Seconds(); answered < 1.5*room {
+		t.Errorf("answered %.0f, want well over the %.0f the window alone had room for: those in flight at its end count", answered, room)
+	}
+	if floor := sent*d.Seconds() - w; m[results.LatencyMax] < floor-0.001 {
+		t.Errorf("max %.1f ms, want ≥ sent × d − window = %.1f ms", m[results.LatencyMax]*1e3, floor*1e3)
 	}
 }

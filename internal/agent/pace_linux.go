@@ -89,13 +89,32 @@ func (p *pacer) wait(due time.Time, stop func() bool) bool {
 	return true
 }
 
+// recordLate records in h the requests of a paced schedule that were due
+// before the measured window ended but not sent by then, and returns how
+// many there were. Request k is due at due(k), and k rises with it; first
+// is the first request not sent; end is the window's end, in due's base.
+// Each is recorded as late by end − due(k), the time it had waited when
+// the window ended: a lower bound of its latency, but dropping it would
+// hide the worst latencies of a path that could not keep up.
+func recordLate(h *hdrhistogram.Histogram, first int64, due func(k int64) int64, end int64) (n uint64) {
+	for k := first; ; k++ {
+		d := due(k)
+		if d >= end {
+			return n
+		}
+		h.RecordValue(min(max(end-d, 1), h.HighestTrackableValue()))
+		n++
+	}
+}
+
 // pacedConn is one connection of an open-loop rr run. Connection index
 // of nconn sends request k at t0 + (index + k·nconn)/rate: together the
 // connections offer rate requests per second, staggered by 1/rate. A
 // connection that falls behind sends at once and never skips a request;
 // latency runs from the intended send time to the response's arrival, so
 // time a request spent waiting to be sent counts (wrk2's correction for
-// coordinated omission).
+// coordinated omission). Requests still unsent when the window ends are
+// recorded as late (see recordLate).
 type pacedConn struct {
 	c            *rawConn
 	t0           time.Time
@@ -107,6 +126,13 @@ type pacedConn struct {
 	// measured window; count counts those requests.
 	hist, lag *hdrhistogram.Histogram
 	count     *atomic.Uint64
+	// late receives the number of requests recordLate put in hist.
+	late *uint64
+}
+
+// due is when request k is due, in ns after t0.
+func (w *pacedConn) due(k int64) int64 {
+	return int64(float64(int64(w.index)+k*int64(w.nconn)) / w.rate * 1e9)
 }
 
 // run sends until ck stops.
@@ -119,11 +145,14 @@ func (w *pacedConn) run(ck *clock) error {
 	p := newPacer()
 	stopped := func() bool { return ck.phase.Load() == phaseStop }
 	for k := int64(0); ; k++ {
-		due := w.t0.Add(time.Duration(float64(int64(w.index)+k*int64(w.nconn)) / w.rate * 1e9))
+		due := w.t0.Add(time.Duration(w.due(k)))
 		waited := p.wait(due, stopped)
 		sent := time.Now()
 		ph := ck.phase.Load()
 		if ph == phaseStop {
+			if end, ok := ck.ended(); ok {
+				*w.late = recordLate(w.hist, k, w.due, int64(end.Sub(w.t0)))
+			}
 			return nil
 		}
 		if err := w.c.writeFull(w.req); err != nil {

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"runtime"
@@ -193,5 +195,100 @@ func TestRateValidate(t *testing.T) {
 		if s.Validate() == nil {
 			t.Errorf("%+v: want an error", s)
 		}
+	}
+}
+
+// overloadProblems checks the known answers of a paced run over one
+// connection to a server that holds every response d, offered rate/s with
+// no warmup, and returns what is wrong. The server answers at most one
+// request per d, so the schedule runs ahead of it and a backlog grows
+// until the window ends. With W the measured window (duration_s):
+//   - Every request due in the window is accounted for: answered, failed or
+//     late, rate × W of them (± 2 for the schedule's ends).
+//   - At most W/d + 1 are answered.
+//   - Request k is due at k/rate, and the connection sent requests 0 to
+//     sent−1 (answered or failed). The first late one, due at sent/rate,
+//     had waited W − sent/rate when the window ended: at least
+//     W·(1 − 1/(rate·d)), about half the window here, since sent ≤ W/d + 1.
+//     The last one sent, in flight at the end, waited 1/rate longer plus
+//     the rest of its service: less than three mean service times
+//     (W/sent) unless the machine stalled it. The max is the former, plus
+//     at most the latter.
+//   - The late requests' latencies are spread evenly from 0 to the first
+//     one's, and they are more than a third of all (the server answers at
+//     most half): their top 3% alone fill the top 1%, so p99 is at least
+//     0.97 × the first late one's wait, however the server's speed varied.
+//
+// Before late requests were counted, half of the requests vanished.
+func overloadProblems(m map[string]float64, countName string, rate float64, d time.Duration) []string {
+	var bad []string
+	answered, late, w := m[countName], m[results.Late], m[results.DurationS]
+	sent := answered + m["errors"] + m["timeouts"]
+	if due := rate * w; math.Abs(sent+late-due) > 2 {
+		bad = append(bad, fmt.Sprintf("answered + failed + late = %.0f, want rate × window = %.0f ± 2", sent+late, due))
+	}
+	if m[results.LatencySamples] != answered+late {
+		bad = append(bad, fmt.Sprintf("latency_samples %.0f, want answered + late = %.0f", m[results.LatencySamples], answered+late))
+	}
+	if most := w/d.Seconds() + 1; answered > most {
+		bad = append(bad, fmt.Sprintf("answered %.0f, more than one per %s (%.0f)", answered, d, most))
+	}
+	firstLate := w - sent/rate
+	floor := w * (1 - 1/(rate*d.Seconds()))
+	slack := 1/rate + 3*w/sent
+	top := m[results.LatencyMax]
+	if top < firstLate-0.0005 || top > firstLate+slack {
+		bad = append(bad, fmt.Sprintf("max %.1f ms, want the first late request's wait, window − sent/rate = %.1f ms, + up to %.1f ms for the one in flight",
+			top*1e3, firstLate*1e3, slack*1e3))
+	}
+	if top < floor-0.0005 {
+		bad = append(bad, fmt.Sprintf("max %.1f ms below the known floor window·(1 − 1/(rate·d)) = %.1f ms", top*1e3, floor*1e3))
+	}
+	if p99 := m[results.LatencyP99]; p99 < 0.97*firstLate {
+		bad = append(bad, fmt.Sprintf("p99 %.1f ms, want ≥ 0.97 × %.1f ms", p99*1e3, firstLate*1e3))
+	}
+	return bad
+}
+
+// checkOverload runs a paced overload twice at most (the machine is
+// shared: a stalled last request can break the max's upper bound) and
+// fails the test with the last run's problems (overloadProblems).
+func checkOverload(t *testing.T, run func() map[string]float64, rateName, countName string, rate float64, d time.Duration) {
+	t.Helper()
+	var bad []string
+	for try := 0; try < 2; try++ {
+		m := run()
+		t.Logf("answered %.0f failed %.0f late %.0f in %.3f s; samples %.0f; p50 %.1f ms p99 %.1f ms max %.1f ms; %s %.1f/s",
+			m[countName], m["errors"]+m["timeouts"], m[results.Late], m[results.DurationS], m[results.LatencySamples],
+			m[results.LatencyP50]*1e3, m[results.LatencyP99]*1e3, m[results.LatencyMax]*1e3, rateName, m[rateName])
+		if bad = overloadProblems(m, countName, rate, d); len(bad) == 0 {
+			return
+		}
+	}
+	for _, b := range bad {
+		t.Error(b)
+	}
+}
+
+// A paced rr run that its path cannot keep up with: one connection, a
+// server that holds each response 2 ms (≤ 500/s), offered 1000/s for 2 s.
+// The requests still unsent when the window ends count as late, with the
+// backlog's latencies (see overloadProblems).
+func TestPacedOverloadCountsLate(t *testing.T) {
+	const d, window, rate = 2 * time.Millisecond, 2 * time.Second, 1000.0
+	addr := delayServer(t, func(time.Duration) time.Duration { return d })
+	spec := rrSpec(addr, rate, 1, window)
+	spec.Warmup = 0
+	var last map[string]float64
+	checkOverload(t, func() map[string]float64 {
+		res, err := RunClient(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Metrics
+		return res.Metrics
+	}, results.TransactionsPerS, "transactions", rate, d)
+	if last[results.Sustained] != 0 || last[results.TransactionsPerS] > 0.6*rate {
+		t.Errorf("sustained %g at %.1f/s of %g/s: late requests must not count as achieved", last[results.Sustained], last[results.TransactionsPerS], rate)
 	}
 }

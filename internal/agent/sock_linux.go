@@ -51,6 +51,19 @@ func setBlocking(fd int, timeout time.Duration) error {
 
 // dial opens a blocking TCP connection to addr.
 func dial(addr netip.AddrPort, timeout time.Duration, nodelay bool) (*rawConn, error) {
+	c, err := newSocket(addr, timeout, nodelay)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.connect(addr); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// newSocket makes a blocking TCP socket for addr's family, not connected.
+func newSocket(addr netip.AddrPort, timeout time.Duration, nodelay bool) (*rawConn, error) {
 	fam := unix.AF_INET
 	if addr.Addr().Is6() {
 		fam = unix.AF_INET6
@@ -66,23 +79,27 @@ func dial(addr netip.AddrPort, timeout time.Duration, nodelay bool) (*rawConn, e
 	if nodelay {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
+	return &rawConn{fd: fd}, nil
+}
+
+// connect connects a socket from newSocket to addr.
+func (c *rawConn) connect(addr netip.AddrPort) error {
 	var sa unix.Sockaddr
-	if fam == unix.AF_INET {
+	if addr.Addr().Is4() {
 		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: addr.Addr().As4()}
 	} else {
 		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
 	}
 	for {
-		err = unix.Connect(fd, sa)
-		if err != unix.EINTR {
-			break
+		err := unix.Connect(c.fd, sa)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("connect %s: %w", addr, err)
 		}
+		return nil
 	}
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("connect %s: %w", addr, err)
-	}
-	return &rawConn{fd: fd}, nil
 }
 
 // rawRead and rawWrite are read(2) and write(2) without the runtime's

@@ -78,6 +78,10 @@ func MetricDirection(metric string) Direction {
 		// spends more. Their efficiency (_per_core, joules per gigabyte,
 		// CPU per unit of work) is what has a direction.
 		return Neutral
+	case metric == results.LatencySamples:
+		return Neutral // a count, not a latency
+	case metric == results.Late:
+		return LowerIsBetter // requests a paced run could not send in time
 	case strings.HasPrefix(metric, "latency_"), strings.HasPrefix(metric, "rss_"), metric == results.JoulesPerGigabyte:
 		return LowerIsBetter
 	}

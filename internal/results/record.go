@@ -26,6 +26,20 @@ const (
 	CPUCoresGenerator = "cpu_cores_generator"
 )
 
+// Latency sample rule and late requests (issue 10).
+const (
+	// LatencyP9999 is the 99.99th latency percentile in seconds.
+	LatencyP9999 = "latency_p9999_s"
+	// LatencySamples is the number of latencies the percentiles were taken
+	// from (a paced run's late requests included); see TailMinSamples.
+	LatencySamples = "latency_samples"
+	// Late counts the requests of a paced run that were due before the
+	// measured window ended but not sent by then. Each is in the latency
+	// histogram with the time it had waited at the window's end, a lower
+	// bound of its latency; none is in the achieved rate.
+	Late = "late"
+)
+
 // CPU, memory and energy metrics (internal/probe and the runner). "Cores"
 // are CPU-seconds per second of the measured window: 1 is one CPU busy all
 // the time. Per-component metrics are named with For, e.g.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"strings"
 	"time"
@@ -238,6 +239,9 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 	}
 	rec.Metrics, rec.Series, rec.Histogram = res.Metrics, res.Series, res.Histogram
 	rec.WindowStart, rec.WindowEnd = probed.res.Start, probed.res.End
+	// Every workload's tail percentiles obey the sample rule, here too
+	// in case one forgot.
+	rec.Missing = results.DropThinTails(rec.Metrics, maps.Clone(res.Missing))
 	probed.addTo(&rec)
 	return rec
 }

@@ -137,7 +137,7 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 	if secs, ok := srvCPU.seconds(); ok && res.Metrics != nil {
 		res.Metrics[results.CPUSecondsServer] = secs
 	}
-	return &Result{Metrics: res.Metrics, Series: res.Series, Histogram: res.Histogram}, nil
+	return &Result{Metrics: res.Metrics, Series: res.Series, Histogram: res.Histogram, Missing: res.Missing}, nil
 }
 
 // cpuWindow reads a process tree's CPU time warmup and warmup+duration

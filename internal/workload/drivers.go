@@ -201,7 +201,9 @@ func (b *syncBuffer) Bytes() []byte {
 
 func (b *syncBuffer) String() string { return string(b.Bytes()) }
 
-// histogramMetrics encodes h and returns its latency metrics in seconds.
+// histogramMetrics encodes h and returns its latency metrics in seconds,
+// with its sample count (results.LatencySamples); the caller applies
+// results.DropThinTails to the metrics it returns.
 func histogramMetrics(h *hdrhistogram.Histogram) (map[string]float64, string, error) {
 	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
 	if err != nil {
@@ -209,12 +211,14 @@ func histogramMetrics(h *hdrhistogram.Histogram) (map[string]float64, string, er
 	}
 	ns := func(v int64) float64 { return float64(v) / 1e9 }
 	return map[string]float64{
-		results.LatencyP50:  ns(h.ValueAtQuantile(50)),
-		results.LatencyP90:  ns(h.ValueAtQuantile(90)),
-		results.LatencyP99:  ns(h.ValueAtQuantile(99)),
-		results.LatencyP999: ns(h.ValueAtQuantile(99.9)),
-		results.LatencyMax:  ns(h.Max()),
-		results.LatencyMean: h.Mean() / 1e9,
+		results.LatencyP50:     ns(h.ValueAtQuantile(50)),
+		results.LatencyP90:     ns(h.ValueAtQuantile(90)),
+		results.LatencyP99:     ns(h.ValueAtQuantile(99)),
+		results.LatencyP999:    ns(h.ValueAtQuantile(99.9)),
+		results.LatencyMax:     ns(h.Max()),
+		results.LatencyMean:    h.Mean() / 1e9,
+		results.LatencyP9999:   ns(h.ValueAtQuantile(99.99)),
+		results.LatencySamples: float64(h.TotalCount()),
 	}, string(enc), nil
 }
 

@@ -55,6 +55,14 @@ func goldenText(res *workload.Result, err error) string {
 	if res.Histogram != "" {
 		fmt.Fprintf(&b, "histogram %d bytes\n", len(res.Histogram))
 	}
+	keys = keys[:0]
+	for k := range res.Missing {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "missing %s: %s\n", k, res.Missing[k])
+	}
 	return b.String()
 }
 

@@ -152,5 +152,5 @@ func ParseH2load(out, log []byte) (*Result, error) {
 	for k, v := range lat {
 		m[k] = v
 	}
-	return &Result{Metrics: m, Histogram: enc}, nil
+	return &Result{Metrics: m, Histogram: enc, Missing: results.DropThinTails(m, nil)}, nil
 }

@@ -515,7 +515,7 @@ func ParsePgbench(out, log []byte, w PgbenchWindow) (*Result, error) {
 		m[MetricScheduleLagP50] = float64(lag.ValueAtQuantile(50)) / 1e9
 		m[MetricScheduleLagP99] = float64(lag.ValueAtQuantile(99)) / 1e9
 	}
-	return &Result{Metrics: m, Histogram: enc}, nil
+	return &Result{Metrics: m, Histogram: enc, Missing: results.DropThinTails(m, nil)}, nil
 }
 
 // pgbenchTx is a line of pgbench's transaction log, times in µs.

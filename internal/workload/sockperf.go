@@ -115,13 +115,17 @@ var (
 	sockperfAvg     = regexp.MustCompile(`avg-(?:rtt|lat(?:ency)?)=([0-9.]+)`)
 	sockperfPercent = regexp.MustCompile(`---> percentile ([0-9.]+) =\s*([0-9.]+)`)
 	sockperfMax     = regexp.MustCompile(`---> <MAX> observation =\s*([0-9.]+)`)
+	// sockperfObservations is the number of latencies its percentiles
+	// were taken from.
+	sockperfObservations = regexp.MustCompile(`Total (\d+) observations`)
 )
 
 // ParseSockperf reads a sockperf client's output (run with --full-rtt, so
 // latencies are round trips in µs) and, when not empty, its --full-log
 // (one line per answered message in the valid duration, the round trip
 // last), from which the latency metrics and histogram are then taken;
-// without it they are sockperf's printed ones, with no histogram. In
+// without it they are sockperf's printed ones, with no histogram, and the
+// sample count is its "Total N observations". In
 // ping-pong mode transactions/s are the replies received per second of
 // sockperf's valid duration; in under-load mode, the messages sent per
 // second (only sampled ones are answered). A line with "ERROR" is an error
@@ -158,7 +162,7 @@ func ParseSockperf(out, log []byte, mode string) (*Result, error) {
 		m[results.LatencyMax] = us(x[1])
 	}
 	names := map[string]string{"50.000": results.LatencyP50, "90.000": results.LatencyP90,
-		"99.000": results.LatencyP99, "99.900": results.LatencyP999}
+		"99.000": results.LatencyP99, "99.900": results.LatencyP999, "99.990": results.LatencyP9999}
 	for _, p := range sockperfPercent.FindAllStringSubmatch(text, -1) {
 		if name, ok := names[p[1]]; ok {
 			m[name] = us(p[2])
@@ -166,6 +170,9 @@ func ParseSockperf(out, log []byte, mode string) (*Result, error) {
 	}
 	if _, ok := m[results.LatencyP50]; !ok {
 		return nil, fmt.Errorf("no percentiles in output %q", truncate(text, 300))
+	}
+	if o := sockperfObservations.FindStringSubmatch(text); o != nil {
+		m[results.LatencySamples], _ = strconv.ParseFloat(o[1], 64)
 	}
 	res := &Result{Metrics: m}
 	h := newLatencyHist()
@@ -193,5 +200,6 @@ func ParseSockperf(out, log []byte, mode string) (*Result, error) {
 		}
 		res.Histogram = enc
 	}
+	res.Missing = results.DropThinTails(m, nil)
 	return res, nil
 }

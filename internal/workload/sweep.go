@@ -138,6 +138,7 @@ func (w RateSweep) Run(ctx context.Context, env Env) (*Result, error) {
 		maps.Copy(r.Metrics, held.Metrics)
 		maps.Copy(r.Series, held.Series)
 		r.Histogram = held.Histogram
+		r.Missing = maps.Clone(held.Missing)
 	}
 	r.Metrics[MetricMaxSustainedRate] = out.Held
 	r.Metrics[MetricSweepSteps] = float64(len(out.Steps))

@@ -71,6 +71,10 @@ type Result struct {
 	Series map[string]results.Series
 	// Histogram is the latency histogram (HdrHistogram V2 base64, ns), if any.
 	Histogram string
+	// Missing names metrics the workload could not report, with the reason
+	// (e.g. a tail percentile from too few samples; see
+	// results.DropThinTails).
+	Missing map[string]string
 }
 
 // Workload runs one trial.

@@ -107,7 +107,9 @@ var (
 )
 
 // ParseWrk reads `wrk --latency` output: requests/s, the mean, max and
-// p50/p90/p99 latencies (wrk prints no p99.9), errors (socket errors other
+// p50/p90/p99 latencies (wrk prints no p99.9, so the tail sample rule
+// has nothing to withhold, and no latency sample count: latency_samples is
+// absent), errors (socket errors other
 // than timeouts, plus non-2xx/3xx responses) and timeouts. Output without
 // the summary (e.g. "unable to connect") is an error quoting it.
 func ParseWrk(out []byte) (*Result, error) {

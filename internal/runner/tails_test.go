@@ -1,0 +1,66 @@
+package runner_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/runner"
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+// A real rr trial paced at 300/s for 1 s takes about 300 latencies: its
+// record carries the count, and its p99.9 and p99.99 are missing with the
+// count as the reason, not reported from the three slowest samples.
+func TestRunWithholdsThinTails(t *testing.T) {
+	datapathtest.RequireRoot(t)
+	src := `name: tails
+datapaths: [native]
+workloads:
+  - type: rr
+    rate: 300
+repetitions: 1
+duration: 1s
+warmup: 200ms
+`
+	s, err := scenario.Parse("tails.yaml", []byte(src), plugins.Catalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := results.Create(filepath.Join(t.TempDir(), "run"), results.Manifest{Run: runner.NewID(), Scenario: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	if err := runner.Run(context.Background(), runner.Options{Scenario: s, Dir: dir, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := dir.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Error != "" {
+		t.Fatalf("records %+v, want one that succeeded", recs)
+	}
+	r := recs[0]
+	n := r.Metrics[results.LatencySamples]
+	t.Logf("samples %g, missing %v", n, r.Missing)
+	if n < 270 || n > 330 {
+		t.Errorf("latency_samples %g, want 300 ± 10%%", n)
+	}
+	for _, k := range []string{results.LatencyP999, results.LatencyP9999} {
+		if _, ok := r.Metrics[k]; ok {
+			t.Errorf("%s reported from %g samples", k, n)
+		}
+		if why := r.Missing[k]; !strings.Contains(why, "samples, needs ≥") {
+			t.Errorf("missing[%s] = %q, want the sample count and the need", k, why)
+		}
+	}
+	if _, ok := r.Metrics[results.LatencyP99]; !ok {
+		t.Error("no latency_p99_s")
+	}
+}
