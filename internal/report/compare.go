@@ -309,6 +309,27 @@ func Compare(old, new Run, opts CompareOptions) Comparison {
 	return cmp
 }
 
+// thinTail reports whether metric m is a tail percentile that every one of
+// recs withheld because it had too few latency samples for it.
+func thinTail(m string, recs []results.Record) bool {
+	min := 0
+	for _, t := range results.TailMinSamples {
+		if t.Metric == m {
+			min = t.Min
+		}
+	}
+	if min == 0 || len(recs) == 0 {
+		return false
+	}
+	for _, r := range recs {
+		n, ok := r.Metrics[results.LatencySamples]
+		if !ok || n >= float64(min) {
+			return false
+		}
+	}
+	return true
+}
+
 // compareMetric fills in what one metric's values say before the p-values
 // are adjusted: medians, change, raw p, and the verdicts that need no test.
 func compareMetric(d, w, p, m string, a, b []float64, nrecs []results.Record) Change {
@@ -322,7 +343,9 @@ func compareMetric(d, w, p, m string, a, b []float64, nrecs []results.Record) Ch
 		if why := missingReason(nrecs, m); why != "" {
 			c.Note = "missing from the new trials: " + why
 		}
-		c.Regression = MetricDirection(m) != Neutral
+		// A tail percentile withheld for too few samples (a shorter or
+		// slower new run) is not a lost figure: the rate shows the change.
+		c.Regression = MetricDirection(m) != Neutral && !thinTail(m, nrecs)
 		return c
 	}
 	if failed, what := failureKind(m); failed != nil {

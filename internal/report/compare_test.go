@@ -350,3 +350,25 @@ func TestCompareShowsTrialWarnings(t *testing.T) {
 		t.Errorf("output lacks %q:\n%s", want, buf.String())
 	}
 }
+
+// TestCompareThinTailIsNotVanished: a p99.9 that the new run withheld for
+// too few samples (a shorter window) is shown as vanished but does not fail
+// the gate; the same percentile gone from trials with samples enough does.
+func TestCompareThinTailIsNotVanished(t *testing.T) {
+	old := trialsRun("x",
+		map[string]float64{results.TransactionsPerS: 100, results.LatencyP999: 1e-3, results.LatencySamples: 5000},
+		map[string]float64{results.TransactionsPerS: 100, results.LatencyP999: 1e-3, results.LatencySamples: 5000},
+		map[string]float64{results.TransactionsPerS: 100, results.LatencyP999: 1e-3, results.LatencySamples: 5000})
+	thin := map[string]float64{results.TransactionsPerS: 100, results.LatencySamples: 600}
+	new := trialsRun("x", thin, thin, thin)
+	cmp := Compare(old, new, CompareOptions{ThresholdPct: 5})
+	if c := metricRow(t, cmp, "x", results.LatencyP999); c.Verdict != Vanished || c.Regression {
+		t.Errorf("thin p99.9: %+v", c)
+	}
+	enough := map[string]float64{results.TransactionsPerS: 100, results.LatencySamples: 5000}
+	new = trialsRun("x", enough, enough, enough)
+	cmp = Compare(old, new, CompareOptions{ThresholdPct: 5})
+	if c := metricRow(t, cmp, "x", results.LatencyP999); !c.Regression {
+		t.Errorf("p99.9 gone with 5000 samples is not a regression: %+v", c)
+	}
+}
