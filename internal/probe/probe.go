@@ -42,6 +42,14 @@ type Spec struct {
 	// Powercap is the powercap root with the RAPL zones; default
 	// DefaultPowercap.
 	Powercap string
+	// Controller is the process whose tree is the run's own (the one that
+	// starts the testbed, datapath and agents); default this process.
+	Controller int
+	// Netns are the inodes of the run's network namespaces (as the
+	// /proc/PID/ns/net links name them): a process in one of them is the
+	// run's own, wherever it descends from. The rest of the machine's
+	// user-space CPU is foreign (see results.CPUCoresForeign).
+	Netns []uint64
 }
 
 // Normalize fills in the defaults.
@@ -54,6 +62,9 @@ func (s *Spec) Normalize() {
 	}
 	if s.Powercap == "" {
 		s.Powercap = DefaultPowercap
+	}
+	if s.Controller == 0 {
+		s.Controller = os.Getpid()
 	}
 	s.Energy.Normalize()
 }
@@ -82,6 +93,9 @@ type Result struct {
 	// Missing maps each metric the probe could not measure to the reason.
 	// It also holds results.EnergyRAPL when the energy is an estimate.
 	Missing map[string]string
+	// Foreign lists the processes counted in results.CPUCoresForeign, most
+	// CPU first.
+	Foreign []ProcessCPU
 }
 
 // Probe is a running sampler, started by Start.
@@ -195,6 +209,9 @@ type sampler struct {
 	// dpTicks is the CPU of the union of every component's processes.
 	dpTicks uint64
 
+	// machine tells the run's CPU from the foreign (see scan).
+	machine machine
+
 	stat0, stat1 *cpuStat
 	statErr      error
 	rapl         *rapl
@@ -283,6 +300,9 @@ func (s *sampler) sample(now time.Time) {
 		s.dpTicks += d
 	}
 	s.pids = seen
+	// Every process, then /proc/stat: the two reads as close together as
+	// they can be.
+	s.scan(seen, up, upErr)
 	if upErr == nil {
 		s.lastUp = up
 	}
@@ -346,6 +366,7 @@ func (s *sampler) result() Result {
 		s.stat1 = nil
 		s.raplErr = errors.New(reason)
 		s.rapl = nil
+		s.machine.err = errors.New(reason)
 		secs = 0
 	} else {
 		r.Metrics[results.ProbeWindow] = secs
@@ -402,6 +423,7 @@ func (s *sampler) result() Result {
 			r.Missing[k] = reason
 		}
 	}
+	s.pathMetrics(&r, secs)
 
 	switch {
 	case s.rapl != nil && s.raplErr == nil && s.rapl.total > 0:
@@ -425,4 +447,30 @@ func (s *sampler) result() Result {
 		r.Missing[results.EnergyRAPL] = why + ": estimated from CPU time"
 	}
 	return r
+}
+
+// pathMetrics adds results.CPUCoresForeign and results.CPUCoresPath (busy
+// less foreign), or says why they are missing.
+func (s *sampler) pathMetrics(r *Result, secs float64) {
+	m := &s.machine
+	if m.err != nil || !m.scanned {
+		why := "processes not scanned"
+		if m.err != nil {
+			why = "processes not scanned: " + m.err.Error()
+		}
+		r.Missing[results.CPUCoresForeign] = why
+		r.Missing[results.CPUCoresPath] = results.CPUCoresForeign + ": " + why
+		return
+	}
+	foreign := float64(m.ticks) / s.hz / secs
+	r.Metrics[results.CPUCoresForeign] = foreign
+	r.Foreign = m.foreignProcesses(s.hz, secs)
+	busy, ok := r.Metrics[results.CPUCoresBusy]
+	if !ok {
+		r.Missing[results.CPUCoresPath] = results.CPUCoresBusy + ": " + r.Missing[results.CPUCoresBusy]
+		return
+	}
+	// Ticks of a process and of /proc/stat are sampled a moment apart: a
+	// machine busy only with foreign work may read a hair below 0.
+	r.Metrics[results.CPUCoresPath] = max(busy-foreign, 0)
 }

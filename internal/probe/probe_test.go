@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spanperf/spanperf/internal/probe/probetest"
 	"github.com/spanperf/spanperf/internal/results"
 )
 
@@ -22,6 +23,7 @@ import (
 const childEnv = "SPANPERF_PROBE_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	probetest.RunIfHog()
 	switch os.Getenv(childEnv) {
 	case "":
 		os.Exit(m.Run())
@@ -284,7 +286,7 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (procStat{ppid: 17, ticks: 288, start: 99887, rssPages: 5120}); st != want {
+	if want := (procStat{comm: "a (b) c", ppid: 17, flags: 4194560, ticks: 288, start: 99887, rssPages: 5120}); st != want {
 		t.Errorf("parsed %+v, want %+v", st, want)
 	}
 	if _, err := parseProcStat([]byte("4242 (x) S 1 2")); err == nil {
@@ -324,8 +326,14 @@ func TestKernelMetricsFixture(t *testing.T) {
 		results.CPUCoresIRQ:                          0,
 		results.CPUCoresSoftirq:                      0.48,
 		results.CPUCoresBusy:                         1.65, // 13 + 104 + 0 + 48
+		results.For(results.CPUCoresUser, "cpu0"):    0.07,
+		results.For(results.CPUCoresSystem, "cpu0"):  0.50,
+		results.For(results.CPUCoresIRQ, "cpu0"):     0,
 		results.For(results.CPUCoresSoftirq, "cpu0"): 0.23,
 		results.For(results.CPUCoresBusy, "cpu0"):    0.80,
+		results.For(results.CPUCoresUser, "cpu1"):    0.07,
+		results.For(results.CPUCoresSystem, "cpu1"):  0.53,
+		results.For(results.CPUCoresIRQ, "cpu1"):     0,
 		results.For(results.CPUCoresSoftirq, "cpu1"): 0.26,
 		results.For(results.CPUCoresBusy, "cpu1"):    0.86,
 	}
@@ -554,5 +562,196 @@ func BenchmarkSample(b *testing.B) {
 	s := newSampler(spec)
 	for b.Loop() {
 		s.sample(time.Now())
+	}
+}
+
+// fakeProcess writes /proc/PID/stat (and, when netns > 0, its ns/net link)
+// under root: utime ticks, stime 0.
+func fakeProcess(t *testing.T, root string, pid, ppid int, comm string, flags, ticks, start, netns uint64) {
+	t.Helper()
+	dir := filepath.Join(root, fmt.Sprint(pid))
+	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	line := fmt.Sprintf("%d (%s) S %d %d %d 0 -1 %d 0 0 0 0 %d 0 0 0 20 0 1 0 %d 1000 100 0 0 0\n", pid, comm, ppid, pid, pid, flags, ticks, start)
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if netns > 0 {
+		link := filepath.Join(dir, "ns", "net")
+		os.Remove(link)
+		if err := os.Symlink(fmt.Sprintf("net:[%d]", netns), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The arithmetic of foreign and path CPU on a fake /proc of known ticks:
+// the run's own processes (the controller and its descendants, a process
+// in one of the run's network namespaces and its children, a component),
+// kernel threads, and foreign ones (init, a hog and its child, a foreign
+// process born between the samples, one first seen late).
+func TestForeignAndPathFixture(t *testing.T) {
+	proc, set := fakeProc(t)
+	const runNS, rootNS = 4026532999, 4026531840
+	spec := Spec{Proc: proc, Powercap: filepath.Join(t.TempDir(), "absent"), Controller: 100, Netns: []uint64{4026532001, runNS},
+		Components: []results.Component{{Name: "relay@a", PID: 400}}}
+	spec.Normalize()
+	s := newSampler(spec)
+	s.hz = 100
+	type p struct {
+		pid, ppid   int
+		comm        string
+		flags       uint64
+		ticks, next uint64
+		netns       uint64
+	}
+	procs := []p{
+		{1, 0, "init", 0, 1000, 1002, rootNS},                      // foreign: 2
+		{2, 0, "kthreadd", pfKthread, 5, 6, rootNS},                // kernel
+		{10, 2, "kworker/0:1-wg-crypt", pfKthread, 70, 79, rootNS}, // kernel
+		{100, 1, "spanperf", 0, 500, 550, rootNS},                  // controller: own
+		{101, 100, "agent", 0, 40, 60, runNS},                      // its child: own
+		{200, 1, "charon", 0, 100, 110, runNS},                     // in the run's netns: own
+		{201, 200, "charon (worker)", 0, 3, 4, runNS},              // its child: own
+		{300, 1, "hog", 0, 900, 930, rootNS},                       // foreign: 30
+		{301, 300, "hog child", 0, 10, 15, rootNS},                 // foreign: 5
+		{400, 1, "relay", 0, 20, 27, rootNS},                       // a component: own
+	}
+	for _, x := range procs {
+		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.ticks, 50, x.netns)
+	}
+	t0 := time.Now()
+	set("proc_stat_a")
+	s.sample(t0)
+	for _, x := range procs {
+		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.next, 50, x.netns)
+	}
+	// Born between the samples (after uptime 1000 s): counts in full.
+	fakeProcess(t, proc, 302, 1, "cc1", 0, 3, 100050, rootNS)
+	// Alive before the first sample but first seen now: a baseline only.
+	fakeProcess(t, proc, 303, 1, "late", 0, 77, 60, rootNS)
+	if err := os.WriteFile(filepath.Join(proc, "uptime"), []byte("1001.00 1500.00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set("proc_stat_b")
+	s.sample(t0.Add(time.Second))
+	r := s.result()
+	// Busy is 1.65 cores (TestKernelMetricsFixture); foreign 2+30+5+3 ticks.
+	for k, want := range map[string]float64{
+		results.CPUCoresBusy:                     1.65,
+		results.CPUCoresForeign:                  0.40,
+		results.CPUCoresPath:                     1.25,
+		results.For(results.CPUCores, "relay@a"): 0.07,
+	} {
+		if got, ok := r.Metrics[k]; !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v; missing %v", k, got, ok, want, r.Missing)
+		}
+	}
+	var got []string
+	for _, f := range r.Foreign {
+		got = append(got, fmt.Sprintf("%d %s %.2f", f.PID, f.Comm, f.Cores))
+	}
+	if want := "300 hog 0.30, 301 hog child 0.05, 302 cc1 0.03, 1 init 0.02"; strings.Join(got, ", ") != want {
+		t.Errorf("foreign processes %q, want %q", strings.Join(got, ", "), want)
+	}
+
+	// Without /proc/stat, path is missing and says why; foreign stands.
+	s2 := newSampler(spec)
+	s2.sample(t0)
+	os.Remove(filepath.Join(proc, "stat"))
+	s2.sample(t0.Add(time.Second))
+	r2 := s2.result()
+	if _, ok := r2.Metrics[results.CPUCoresPath]; ok || !strings.HasPrefix(r2.Missing[results.CPUCoresPath], "cpu_cores_busy: /proc/stat") {
+		t.Errorf("path without /proc/stat: metric present %v, missing %q", ok, r2.Missing[results.CPUCoresPath])
+	}
+}
+
+func TestParseNetnsLink(t *testing.T) {
+	if ino, err := parseNetnsLink("net:[4026531840]"); err != nil || ino != 4026531840 {
+		t.Errorf("parse = %v, %v", ino, err)
+	}
+	for _, bad := range []string{"mnt:[4026531840]", "net:4026531840", "net:[]", "net:[x]"} {
+		if _, err := parseNetnsLink(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// Known answer (c) at the probe: a hog that is no part of the run (not a
+// descendant of this process, in its network namespace but not one of the
+// run's), spinning 40% of a CPU, is counted as foreign, at the CPU its own
+// /proc/PID/stat shows over the same window; the same load as this
+// process's child is the run's own and is not.
+func TestForeignHog(t *testing.T) {
+	const duty = 0.4
+	hog := probetest.StartHog(t, duty)
+	own := probetest.StartChildHog(t, duty)
+	if f, err := (&procfs{root: "/proc"}).stat(hog.PID); err != nil || f.ppid == os.Getpid() {
+		t.Fatalf("hog %d: parent %d (this process %d), err %v: want it adopted", hog.PID, f.ppid, os.Getpid(), err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	retryOnce(t, func() error {
+		const window = 3 * time.Second
+		h0, t0 := hog.CPUSeconds(t), time.Now()
+		p, err := Start(context.Background(), Spec{Interval: 200 * time.Millisecond, Window: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window + 50*time.Millisecond)
+		r := p.Stop()
+		hogCores := (hog.CPUSeconds(t) - h0) / time.Since(t0).Seconds()
+		foreign := r.Metrics[results.CPUCoresForeign]
+		var counted float64
+		for _, f := range r.Foreign {
+			switch f.PID {
+			case hog.PID:
+				counted = f.Cores
+			case own.PID:
+				return fmt.Errorf("the test's own child %d was counted as foreign (%.3f cores)", own.PID, f.Cores)
+			}
+		}
+		t.Logf("hog %.3f cores by its /proc/PID/stat; probe: foreign %.3f (the hog %.3f), busy %.3f, path %.3f; top foreign %v",
+			hogCores, foreign, counted, r.Metrics[results.CPUCoresBusy], r.Metrics[results.CPUCoresPath], head(r.Foreign, 5))
+		switch {
+		case hogCores < duty*0.5:
+			return fmt.Errorf("hog ran only %.3f cores, want about %.1f", hogCores, duty)
+		case math.Abs(counted-hogCores) > 0.2*hogCores:
+			return fmt.Errorf("hog counted as %.3f foreign cores, want %.3f ±20%%", counted, hogCores)
+		case foreign < 0.8*hogCores:
+			return fmt.Errorf("foreign %.3f cores, want ≥ %.3f (the hog −20%%)", foreign, 0.8*hogCores)
+		case r.Metrics[results.CPUCoresPath] < 0.8*duty:
+			return fmt.Errorf("path %.3f cores, want ≥ %.2f: the own child's load", r.Metrics[results.CPUCoresPath], 0.8*duty)
+		}
+		return nil
+	})
+}
+
+func head(fs []ProcessCPU, n int) []ProcessCPU { return fs[:min(n, len(fs))] }
+
+// The link this process's /proc/self/ns/net names is its namespace's inode.
+func TestNetnsInodeOfSelf(t *testing.T) {
+	ino, err := netnsInode("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/net", &st); err != nil {
+		t.Fatal(err)
+	}
+	if ino != st.Ino {
+		t.Errorf("netns inode %d, stat says %d", ino, st.Ino)
+	}
+}
+
+// BenchmarkScan is the cost of one scan of every process on the machine,
+// the part of a sample that finds the foreign CPU.
+func BenchmarkScan(b *testing.B) {
+	spec := Spec{}
+	spec.Normalize()
+	s := newSampler(spec)
+	for b.Loop() {
+		s.scan(nil, 0, nil)
+		s.n++
 	}
 }

@@ -81,8 +81,9 @@ func parseCPUStat(b []byte) (cpuStat, error) {
 
 // kernelMetrics turns two reads of /proc/stat, secs seconds apart, into
 // machine-wide cores: results.CPUCoresUser (user+nice), CPUCoresSystem,
-// CPUCoresIRQ, CPUCoresSoftirq, CPUCoresBusy, and per CPU present in both
-// reads For(CPUCoresSoftirq, "cpuN") and For(CPUCoresBusy, "cpuN").
+// CPUCoresIRQ, CPUCoresSoftirq, CPUCoresBusy, and the same five per CPU
+// present in both reads, named For(CPUCoresUser, "cpuN"), ...: mpstat's
+// view of the window.
 func kernelMetrics(a, b cpuStat, hz, secs float64) map[string]float64 {
 	cores := func(ticks uint64) float64 { return float64(ticks) / hz / secs }
 	d := b.total.sub(a.total)
@@ -99,6 +100,9 @@ func kernelMetrics(a, b cpuStat, hz, secs float64) map[string]float64 {
 			continue
 		}
 		dc := b.perCPU[cpu].sub(pa)
+		m[results.For(results.CPUCoresUser, cpu)] = cores(dc.user + dc.nice)
+		m[results.For(results.CPUCoresSystem, cpu)] = cores(dc.system)
+		m[results.For(results.CPUCoresIRQ, cpu)] = cores(dc.irq)
 		m[results.For(results.CPUCoresSoftirq, cpu)] = cores(dc.softirq)
 		m[results.For(results.CPUCoresBusy, cpu)] = cores(dc.busy())
 	}
