@@ -213,7 +213,7 @@ func runTrial(ctx context.Context, o Options, t Trial, link *datapath.Link, clie
 		res, err = w.Run(tctx, env)
 		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
 	} else {
-		res, probed, err = runProbed(tctx, s, link.Components, func() (*workload.Result, error) { return w.Run(tctx, env) })
+		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func() (*workload.Result, error) { return w.Run(tctx, env) })
 	}
 	rec.End = time.Now()
 	if link.Alive != nil {
