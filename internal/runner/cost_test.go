@@ -1,0 +1,237 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
+	"github.com/spanperf/spanperf/internal/probe/probetest"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/runner"
+)
+
+// spinRelayEnv makes the test binary a TCP relay (see spinRelayIfChild)
+// that spends this many microseconds of CPU on every read.
+const spinRelayEnv = "SPANPERF_TEST_SPIN_RELAY_US"
+
+// spinRelayIfChild makes the test binary, started with spinRelayEnv set, a
+// TCP relay from os.Args[1] (listen address) to os.Args[2]: every read of a
+// message, either way, is followed by a spin of exactly the set CPU time of
+// the reading thread (CLOCK_THREAD_CPUTIME_ID) before it is written on. It
+// exits after 10 minutes in any case.
+func spinRelayIfChild() {
+	v := os.Getenv(spinRelayEnv)
+	if v == "" {
+		return
+	}
+	us, err := strconv.Atoi(v)
+	if err != nil || len(os.Args) < 3 {
+		os.Exit(2)
+	}
+	spin := time.Duration(us) * time.Microsecond
+	ln, err := net.Listen("tcp", os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	time.AfterFunc(10*time.Minute, func() { os.Exit(0) })
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		go func() {
+			d, err := net.Dial("tcp", os.Args[2])
+			if err != nil {
+				c.Close()
+				return
+			}
+			go pump(d, c, spin)
+			pump(c, d, spin)
+		}()
+	}
+}
+
+// pump copies src to dst, spinning spin of thread CPU after every read.
+func pump(dst, src net.Conn, spin time.Duration) {
+	runtime.LockOSThread() // the spin is measured on this thread
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			c0 := threadCPU()
+			for threadCPU()-c0 < spin {
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// medians returns, per datapath, the median of metric over the successful
+// records, and fails the test on a failed trial or a missing metric.
+func medians(t *testing.T, recs []results.Record, metric string) map[string]float64 {
+	t.Helper()
+	vals := map[string][]float64{}
+	for _, r := range recs {
+		if r.Error != "" {
+			t.Fatalf("%s trial %d: %s", r.Datapath, r.Trial, r.Error)
+		}
+		v, ok := r.Metrics[metric]
+		if !ok {
+			t.Fatalf("%s trial %d: no %s (%s)", r.Datapath, r.Trial, metric, r.Missing[metric])
+		}
+		vals[r.Datapath] = append(vals[r.Datapath], v)
+	}
+	out := map[string]float64{}
+	for d, v := range vals {
+		slices.Sort(v)
+		n := len(v)
+		out[d] = (v[(n-1)/2] + v[n/2]) / 2
+	}
+	return out
+}
+
+// Known answer (a): a custom datapath whose relay spends exactly 1 ms of
+// CPU on every read (two reads per transaction: the request and the
+// response) costs 2000 µs per transaction more than native, ±15%, at a
+// paced 200 transactions/s the relay carries without queueing (40% of one
+// CPU). The injected cost is some 50× a plain relay's own per-transaction
+// cost, so the bound is about the measure, not the relay.
+func TestCustomRelayCostPerTransaction(t *testing.T) {
+	datapathtest.RequireRoot(t)
+	const spinUS, readsPerTx, rate = 1000, 2, 200
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A name of its own, so the custom datapath finds the relay by comm.
+	relay := filepath.Join(t.TempDir(), "spinrelay")
+	if err := os.Symlink(exe, relay); err != nil {
+		t.Fatal(err)
+	}
+	o := newRun(t, fmt.Sprintf(`name: cost
+baseline: native
+datapaths:
+  - native
+  - name: custom
+    label: spin
+    up: "exec env %s=%d %s $SPANPERF_SITE_ADDR:17100 $SPANPERF_PEER_ADDR:$SPANPERF_PORT"
+    target: "{site_addr}:17100"
+    components: spinrelay
+    role: relay
+    ready: "{site_addr}:17100"
+workloads:
+  - type: rr
+    rate: %d
+    request_size: 64
+    response_size: 64
+repetitions: 3
+duration: 4s
+warmup: 500ms
+`, spinRelayEnv, spinUS, relay, rate))
+	if err := runner.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := o.Dir.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		m := r.Metrics
+		t.Logf("%-6s rep %d: %.1f tx/s, path %.3f cores (busy %.3f, foreign %.3f), relay %.3f cores, %.1f µs/transaction; warnings %q",
+			r.Datapath, r.Rep, m[results.TransactionsPerS], m[results.CPUCoresPath], m[results.CPUCoresBusy],
+			m[results.CPUCoresForeign], m[results.For(results.CPUCores, "spinrelay@a")], m[results.CPUMicrosPerTransaction], r.Warnings)
+	}
+	med := medians(t, recs, results.CPUMicrosPerTransaction)
+	tps := medians(t, recs, results.TransactionsPerS)
+	want := float64(spinUS * readsPerTx)
+	got := med["spin"] - med["native"]
+	t.Logf("cpu_us_per_transaction medians: native %.1f, spin %.1f; overhead %.1f µs, injected %.0f µs (%d reads × %d µs); tx/s native %.1f, spin %.1f",
+		med["native"], med["spin"], got, want, readsPerTx, spinUS, tps["native"], tps["spin"])
+	for d, v := range tps {
+		if v < 0.95*rate {
+			t.Errorf("%s carried %.1f tx/s, want the offered %d", d, v, rate)
+		}
+	}
+	if got < 0.85*want || got > 1.15*want {
+		t.Errorf("overhead %.1f µs per transaction, want %.0f ±15%%", got, want)
+	}
+}
+
+// Known answer (c) through the runner: a hog spinning 40% of a CPU beside
+// a trial, not started by the run (adopted by init, in the root network
+// namespace), is the trial's foreign CPU and gives it the warning; the
+// same trial without the hog has none (on a quiet machine).
+func TestForeignHogWarns(t *testing.T) {
+	datapathtest.RequireRoot(t)
+	const duty = 0.4
+	src := `name: foreign
+datapaths: [native]
+workloads:
+  - type: rr
+    rate: 500
+repetitions: 1
+duration: 3s
+warmup: 300ms
+`
+	run := func() results.Record {
+		o := newRun(t, src)
+		if err := runner.Run(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := o.Dir.Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 1 || recs[0].Error != "" {
+			t.Fatalf("records %+v", recs)
+		}
+		return recs[0]
+	}
+	quiet := run()
+	t.Logf("without the hog: foreign %.3f cores, path %.3f, busy %.3f; warnings %q", quiet.Metrics[results.CPUCoresForeign],
+		quiet.Metrics[results.CPUCoresPath], quiet.Metrics[results.CPUCoresBusy], quiet.Warnings)
+	if len(quiet.Warnings) > 0 {
+		t.Errorf("a trial without the hog warns %q: is the machine quiet?", quiet.Warnings)
+	}
+
+	hog := probetest.StartHog(t, duty)
+	h0, t0 := hog.CPUSeconds(t), time.Now()
+	r := run()
+	hogCores := (hog.CPUSeconds(t) - h0) / time.Since(t0).Seconds()
+	foreign, ok := r.Metrics[results.CPUCoresForeign]
+	t.Logf("with the hog (%.3f cores by its /proc/PID/stat over the run): foreign %.3f cores, path %.3f, busy %.3f; warnings %q",
+		hogCores, foreign, r.Metrics[results.CPUCoresPath], r.Metrics[results.CPUCoresBusy], r.Warnings)
+	switch {
+	case !ok:
+		t.Fatalf("no %s: %s", results.CPUCoresForeign, r.Missing[results.CPUCoresForeign])
+	case foreign < 0.8*hogCores:
+		t.Errorf("foreign %.3f cores, want ≥ %.3f (the hog's %.3f −20%%)", foreign, 0.8*hogCores, hogCores)
+	case len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "foreign CPU: "):
+		t.Errorf("warnings %q, want the foreign CPU one", r.Warnings)
+	}
+}
