@@ -233,6 +233,8 @@ warmup: 300ms
 		t.Errorf("foreign %.3f cores, want ≥ %.3f (the hog's %.3f −20%%)", foreign, 0.8*hogCores, hogCores)
 	case len(r.Warnings) != 1 || !strings.HasPrefix(r.Warnings[0], "foreign CPU: "):
 		t.Errorf("warnings %q, want the foreign CPU one", r.Warnings)
+	case !strings.Contains(r.Warnings[0], hogComm(t)+" 0."):
+		t.Errorf("warning %q does not name the hog (%s)", r.Warnings[0], hogComm(t))
 	}
 }
 
@@ -290,4 +292,14 @@ warmup: 300ms
 	if lo <= 0 {
 		t.Errorf("vxlan's overhead per gigabyte %.3f [%.3f, %.3f]: the interval does not lie above 0", mid, lo, hi)
 	}
+}
+
+// hogComm is the command name of the hog: this test binary's.
+func hogComm(t *testing.T) string {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := filepath.Base(exe)
+	return c[:min(15, len(c))]
 }

@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -166,7 +168,7 @@ func (pd *probed) addTo(rec *results.Record) {
 		break
 	}
 	if f, ok := m[results.CPUCoresForeign]; ok && f > results.ForeignCPUWarnCores {
-		rec.Warnings = append(rec.Warnings, ForeignWarning(f))
+		rec.Warnings = append(rec.Warnings, ForeignWarning(f, pd.res.Foreign))
 	}
 
 	if bytes, ok := m[results.Bytes]; ok {
@@ -186,9 +188,31 @@ func (pd *probed) addTo(rec *results.Record) {
 }
 
 // ForeignWarning is the warning of a trial that shared the machine with
-// foreign cores of CPU (see results.CPUCoresForeign).
-func ForeignWarning(cores float64) string {
-	return fmt.Sprintf("foreign CPU: %.2f cores of processes not in the run shared the machine; the CPU figures exclude them, but the rates may be lower", cores)
+// cores of foreign CPU (see results.CPUCoresForeign), naming the commands
+// that used the most of it (from procs, by command name).
+func ForeignWarning(cores float64, procs []probe.ProcessCPU) string {
+	byComm := map[string]float64{}
+	var comms []string
+	for _, p := range procs {
+		if _, ok := byComm[p.Comm]; !ok {
+			comms = append(comms, p.Comm)
+		}
+		byComm[p.Comm] += p.Cores
+	}
+	slices.SortStableFunc(comms, func(a, b string) int { return cmp.Compare(byComm[b], byComm[a]) })
+	var top []string
+	for _, c := range comms[:min(3, len(comms))] {
+		top = append(top, fmt.Sprintf("%s %.2f", c, byComm[c]))
+	}
+	who := ""
+	if len(top) > 0 {
+		who = " (" + strings.Join(top, ", ")
+		if len(comms) > 3 {
+			who += ", …"
+		}
+		who += ")"
+	}
+	return fmt.Sprintf("foreign CPU: %.2f cores of processes not in the run%s shared the machine; the CPU figures exclude them, but the rates may be lower", cores, who)
 }
 
 // runNetns returns the inodes of the network namespaces of the testbed

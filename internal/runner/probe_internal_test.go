@@ -28,6 +28,7 @@ func TestAddProbeDerivesEfficiency(t *testing.T) {
 		wantMissing map[string]string // reason substrings
 		absent      []string
 		warn        string // substring of the one warning; "" for none
+		foreign     []probe.ProcessCPU
 	}{
 		{
 			name:  "daemons, stream: per path core, CPU-seconds per GB",
@@ -55,7 +56,9 @@ func TestAddProbeDerivesEfficiency(t *testing.T) {
 			workload: m{results.ConnectionsPerS: 8000, results.CPUSecondsClient: 3, results.CPUSecondsServer: 4},
 			probe:    m{results.CPUCoresPath: 1.6, results.CPUCoresForeign: 0.43},
 			want:     m{results.ConnectionsPerSPerCore: 5000, results.CPUMicrosPerTransaction: 200},
-			warn:     "foreign CPU: 0.43 cores",
+			foreign: []probe.ProcessCPU{{PID: 5, Comm: "cc1", Cores: 0.05}, {PID: 3, Comm: "go", Cores: 0.2},
+				{PID: 4, Comm: "cc1", Cores: 0.1}, {PID: 6, Comm: "sh", Cores: 0.05}, {PID: 7, Comm: "gzip", Cores: 0.03}},
+			warn: "foreign CPU: 0.43 cores of processes not in the run (go 0.20, cc1 0.15, sh 0.05, …) shared the machine",
 		},
 		{
 			name:     "http: per request",
@@ -104,7 +107,7 @@ func TestAddProbeDerivesEfficiency(t *testing.T) {
 			for k, v := range c.workload {
 				rec.Metrics[k] = v
 			}
-			pd := &probed{comps: c.comps, s: s, err: c.probeErr, res: probe.Result{Metrics: c.probe, Missing: c.probeMiss}}
+			pd := &probed{comps: c.comps, s: s, err: c.probeErr, res: probe.Result{Metrics: c.probe, Missing: c.probeMiss, Foreign: c.foreign}}
 			pd.addTo(&rec)
 			for k, v := range c.want {
 				if got, ok := rec.Metrics[k]; !ok || math.Abs(got-v) > 1e-9*math.Abs(v) {
