@@ -303,3 +303,64 @@ func hogComm(t *testing.T) string {
 	c := filepath.Base(exe)
 	return c[:min(15, len(c))]
 }
+
+// A process in one of the run's network namespaces is the run's own even
+// when nothing of the run is its ancestor: a custom datapath that starts a
+// detached daemon (setsid -f, adopted by init) spinning 30% of a CPU in
+// each site, not one of its components, has that CPU in the path, not in
+// the foreign CPU.
+func TestDetachedDaemonInRunNetnsIsOwn(t *testing.T) {
+	datapathtest.RequireRoot(t)
+	const duty = 0.3
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := filepath.Join(t.TempDir(), "nsdaemon")
+	if err := os.Symlink(exe, daemon); err != nil {
+		t.Fatal(err)
+	}
+	o := newRun(t, fmt.Sprintf(`name: netns-own
+datapaths:
+  - name: custom
+    label: detached
+    up: "setsid -f sh -c 'echo $$ > {tmp}/daemon.pid; exec env %s=%g %s'"
+    down: "kill $(cat {tmp}/daemon.pid)"
+    target: "{peer_addr}:{port}"
+workloads:
+  - type: rr
+    rate: 200
+repetitions: 1
+duration: 3s
+warmup: 500ms
+`, probetest.HogEnv, duty, daemon))
+	if err := runner.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := o.Dir.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Error != "" {
+		t.Fatalf("records %+v", recs)
+	}
+	m := recs[0].Metrics
+	t.Logf("two detached daemons of %.1f cores each: path %.3f cores, foreign %.3f, busy %.3f; components %+v; warnings %q",
+		duty, m[results.CPUCoresPath], m[results.CPUCoresForeign], m[results.CPUCoresBusy], recs[0].Components, recs[0].Warnings)
+	if want := 0.8 * 2 * duty; m[results.CPUCoresPath] < want {
+		t.Errorf("path %.3f cores, want ≥ %.2f: the daemons in the run's namespaces are the run's", m[results.CPUCoresPath], want)
+	}
+	for _, w := range recs[0].Warnings {
+		if strings.Contains(w, "nsdaemon") {
+			t.Errorf("the daemons were counted as foreign: %q", w)
+		}
+	}
+	// down killed them (init may not have reaped them yet: zombies are gone).
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err == nil && strings.Contains(string(b), "(nsdaemon) ") && !strings.Contains(string(b), "(nsdaemon) Z") {
+			t.Errorf("nsdaemon %s still runs after the run", e.Name())
+		}
+	}
+}

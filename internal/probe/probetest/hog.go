@@ -17,9 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// hogEnv makes the test binary act as a hog (see RunIfHog): its value is
+// HogEnv makes the test binary act as a hog (see RunIfHog): its value is
 // the duty cycle, the share of one CPU it spins.
-const hogEnv = "SPANPERF_PROBETEST_HOG"
+const HogEnv = "SPANPERF_PROBETEST_HOG"
 
 // HogLifetime bounds a hog: it exits on its own after this long.
 const HogLifetime = 90 * time.Second
@@ -27,7 +27,7 @@ const HogLifetime = 90 * time.Second
 // RunIfHog makes the test binary a hog when StartHog started it, and
 // returns otherwise. Call it first in TestMain.
 func RunIfHog() {
-	v := os.Getenv(hogEnv)
+	v := os.Getenv(HogEnv)
 	if v == "" {
 		return
 	}
@@ -89,7 +89,7 @@ func startHog(t *testing.T, duty float64, script string) *Hog {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sh", "-c", script, exe)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%g", hogEnv, duty))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%g", HogEnv, duty))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
