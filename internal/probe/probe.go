@@ -1,7 +1,8 @@
 // Package probe samples, during a trial, what the trial costs: the CPU and
-// memory of each component's process tree, the machine's kernel CPU time
-// (softirq, irq, system, user) and its energy (RAPL, or an estimate from
-// CPU time). It knows nothing of what is measured: components come in as
+// memory of each component's process tree, the machine's CPU time (user,
+// system, irq, softirq: mpstat's view), how much of it was foreign (spent
+// by processes that are not the run's) and its energy (RAPL, or an
+// estimate from CPU time). It knows nothing of what is measured: components come in as
 // process IDs, results go out as metrics in base units, and what could
 // not be measured is reported as missing, with the reason, never as zero.
 package probe
