@@ -36,8 +36,9 @@ const (
 
 // MetricDirection says which way a metric, named as in package results,
 // improves: higher for _bps, _per_s and _per_core; lower for latency_…,
-// cpu_… (except cpu_limit_cores), cgroup_cpu_…, rss_…, energy_joules and
-// joules_per_gigabyte; neutral for everything else. A component suffix
+// rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte and
+// cpu_us_per_transaction; neutral for everything else (other cpu_… and
+// cgroup_cpu_… figures, energy_joules). A component suffix
 // ("{name}") is ignored.
 func MetricDirection(metric string) Direction {
 	if i := strings.IndexByte(metric, '{'); i >= 0 {
@@ -46,6 +47,9 @@ func MetricDirection(metric string) Direction {
 	switch {
 	case strings.HasSuffix(metric, "_per_core"), strings.HasSuffix(metric, "_bps"), strings.HasSuffix(metric, "_per_s"):
 		return HigherIsBetter
+	case metric == results.CPUSecondsPerGigabyte, metric == results.CPUMicrosPerTransaction:
+		// The path's CPU per unit of work: efficiency, unlike cpu_cores….
+		return LowerIsBetter
 	case strings.HasPrefix(metric, "cpu_"), strings.HasPrefix(metric, "cgroup_cpu_"), metric == results.EnergyJoules:
 		// CPU and energy grow with the load carried: a run that got faster
 		// spends more. Their efficiency (_per_core, joules per gigabyte)

@@ -178,3 +178,19 @@ func TestHTMLCost(t *testing.T) {
 		}
 	}
 }
+
+// The path's cost per unit of work is efficiency, lower is better; the
+// cores themselves grow with the load and have no direction.
+func TestCostDirection(t *testing.T) {
+	for m, want := range map[string]Direction{
+		results.CPUSecondsPerGigabyte:   LowerIsBetter,
+		results.CPUMicrosPerTransaction: LowerIsBetter,
+		results.CPUCoresPath:            Neutral,
+		results.CPUCoresForeign:         Neutral,
+		results.ThroughputBPSPerCore:    HigherIsBetter,
+	} {
+		if got := MetricDirection(m); got != want {
+			t.Errorf("MetricDirection(%s) = %v, want %v", m, got, want)
+		}
+	}
+}
