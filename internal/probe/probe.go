@@ -230,6 +230,7 @@ func newSampler(spec Spec) *sampler {
 
 // sample reads everything once.
 func (s *sampler) sample(now time.Time) {
+	began := time.Now()
 	up, upErr := s.fs.uptimeTicks(s.hz)
 	seen := map[int]pidState{}
 	delta := map[int]uint64{}
@@ -308,11 +309,14 @@ func (s *sampler) sample(now time.Time) {
 		s.lastUp = up
 	}
 
+	// The time of this read on the caller's clock: the machine's busy time
+	// is its elapsed time less idle between two reads.
+	at := now.Add(time.Since(began))
 	if b, err := os.ReadFile(filepath.Join(s.spec.Proc, "stat")); err != nil {
 		s.statErr = err
 	} else if st, err := parseCPUStat(b); err != nil {
 		s.statErr = err
-	} else if s.stat0 == nil {
+	} else if st.at = at; s.stat0 == nil {
 		s.stat0 = &st
 	} else {
 		s.stat1 = &st
@@ -412,7 +416,7 @@ func (s *sampler) result() Result {
 	kernel := []string{results.CPUCoresUser, results.CPUCoresSystem, results.CPUCoresIRQ,
 		results.CPUCoresSoftirq, results.CPUCoresBusy}
 	if s.stat0 != nil && s.stat1 != nil {
-		for k, v := range kernelMetrics(*s.stat0, *s.stat1, s.hz, secs) {
+		for k, v := range kernelMetrics(*s.stat0, *s.stat1, s.hz, s.stat1.at.Sub(s.stat0.at).Seconds()) {
 			r.Metrics[k] = v
 		}
 	} else {
