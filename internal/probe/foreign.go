@@ -26,9 +26,10 @@ type procKey struct {
 
 // ProcessCPU is the CPU one process used over the probe's window.
 type ProcessCPU struct {
-	// PID and Comm (its command name) identify the process.
-	PID  int
-	Comm string
+	// PID and Comm (its command name) identify the process; PPID is its
+	// parent when last seen.
+	PID, PPID int
+	Comm      string
 	// Cores is its user+system CPU over the window, in cores.
 	Cores float64
 }
@@ -36,8 +37,8 @@ type ProcessCPU struct {
 // machine is what the scan of every process on the machine keeps between
 // samples, to tell the run's own CPU from everyone else's.
 type machine struct {
-	// prev holds every process's ticks at the last scan.
-	prev map[int]pidState
+	// prev holds what the last scan saw of every process.
+	prev map[int]machProc
 	// inNetns caches, per process, whether it lives in one of the run's
 	// network namespaces (read once per process).
 	inNetns map[procKey]bool
@@ -51,8 +52,17 @@ type machine struct {
 	err     error
 }
 
+// machProc is what one scan saw of one process.
+type machProc struct {
+	start, ticks, cticks uint64
+	ppid                 int
+	// foreign is how the scan classed it.
+	foreign bool
+}
+
 type foreignProc struct {
 	comm  string
+	ppid  int
 	ticks uint64
 }
 
@@ -64,11 +74,15 @@ type foreignProc struct {
 // such a process. Kernel threads (PF_KTHREAD, or children of kthreadd) are
 // the kernel working for whoever needs it (ksoftirqd, the kworkers that
 // encrypt for a kernel tunnel): never foreign. A process first seen after
-// the first sample counts in full if it was born after the last one.
+// the first sample counts in full if it was born after the last one. The
+// CPU of foreign processes that exited between two scans, or lived and
+// died between them, is found in their reaper's cutime+cstime (see
+// below); that of a process whose reaper is the run's, or that nobody
+// reaps (a parent that ignores SIGCHLD), is not counted.
 func (s *sampler) scan(comp map[int]pidState, up uint64, upErr error) {
 	m := &s.machine
 	if m.prev == nil {
-		m.prev, m.inNetns, m.foreign = map[int]pidState{}, map[procKey]bool{}, map[procKey]*foreignProc{}
+		m.prev, m.inNetns, m.foreign = map[int]machProc{}, map[procKey]bool{}, map[procKey]*foreignProc{}
 	}
 	d, err := os.Open(s.spec.Proc)
 	if err != nil {
@@ -112,33 +126,60 @@ func (s *sampler) scan(comp map[int]pidState, up uint64, upErr error) {
 		return v
 	}
 
-	next := make(map[int]pidState, len(procs))
+	next := make(map[int]machProc, len(procs))
 	alive := make(map[procKey]bool, len(procs))
 	for pid, st := range procs {
-		cur := pidState{start: st.start, ticks: st.ticks}
-		next[pid] = cur
-		key := procKey{pid, st.start}
-		alive[key] = true
-		if st.flags&pfKthread != 0 || pid == kthreadd || st.ppid == kthreadd || isOwn(pid) {
+		kernel := st.flags&pfKthread != 0 || pid == kthreadd || st.ppid == kthreadd
+		next[pid] = machProc{start: st.start, ticks: st.ticks, cticks: st.cticks, ppid: st.ppid, foreign: !kernel && !isOwn(pid)}
+		alive[procKey{pid, st.start}] = true
+	}
+	// A process that exited since the last scan took the CPU it used
+	// after it to its reaper's cutime+cstime, with what was already
+	// counted: that much of the reaper's growth is not new. The reaper is
+	// taken to be its nearest ancestor, as last seen, that is still alive
+	// (a parent that exited too was reaped by its own parent in turn).
+	seenBefore := make(map[int]uint64)
+	for pid, p := range m.prev {
+		if n, ok := next[pid]; ok && n.start == p.start {
+			continue
+		}
+		r := p.ppid
+		for hops := 0; hops < 64; hops++ {
+			rp, ok := m.prev[r]
+			if n, alive := next[r]; !ok || (alive && n.start == rp.start) {
+				break
+			}
+			r = rp.ppid
+		}
+		seenBefore[r] += p.ticks + p.cticks
+	}
+	for pid, cur := range next {
+		if !cur.foreign {
 			continue
 		}
 		var delta uint64
-		if prev, ok := m.prev[pid]; ok && prev.start == st.start {
-			if st.ticks > prev.ticks {
-				delta = st.ticks - prev.ticks
+		if prev, ok := m.prev[pid]; ok && prev.start == cur.start {
+			if cur.ticks > prev.ticks {
+				delta = cur.ticks - prev.ticks
 			}
-		} else if s.n > 0 && m.scanned && upErr == nil && st.start >= s.lastUp {
-			delta = st.ticks
+			// Children reaped since: new CPU only beyond what was seen.
+			if reaped := cur.cticks - min(cur.cticks, prev.cticks); reaped > seenBefore[pid] {
+				delta += reaped - seenBefore[pid]
+			}
+		} else if s.n > 0 && m.scanned && upErr == nil && cur.start >= s.lastUp {
+			delta = cur.ticks + cur.cticks
 		}
 		if delta == 0 {
 			continue
 		}
 		m.ticks += delta
+		key := procKey{pid, cur.start}
 		fp := m.foreign[key]
 		if fp == nil {
-			fp = &foreignProc{comm: st.comm}
+			fp = &foreignProc{comm: procs[pid].comm}
 			m.foreign[key] = fp
 		}
+		fp.ppid = cur.ppid
 		fp.ticks += delta
 	}
 	for k := range m.inNetns {
@@ -192,7 +233,7 @@ func parseNetnsLink(l string) (uint64, error) {
 func (m *machine) foreignProcesses(hz, secs float64) []ProcessCPU {
 	out := make([]ProcessCPU, 0, len(m.foreign))
 	for k, fp := range m.foreign {
-		out = append(out, ProcessCPU{PID: k.pid, Comm: fp.comm, Cores: float64(fp.ticks) / hz / secs})
+		out = append(out, ProcessCPU{PID: k.pid, PPID: fp.ppid, Comm: fp.comm, Cores: float64(fp.ticks) / hz / secs})
 	}
 	slices.SortFunc(out, func(a, b ProcessCPU) int {
 		if a.Cores != b.Cores {

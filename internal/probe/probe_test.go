@@ -10,10 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/spanperf/spanperf/internal/probe/probetest"
 	"github.com/spanperf/spanperf/internal/results"
@@ -53,6 +55,18 @@ func TestMain(m *testing.M) {
 		for end := time.Now().Add(time.Minute); time.Now().Before(end); {
 			syscall.Write(a[1], buf)
 			syscall.Read(b[0], buf)
+		}
+		os.Exit(0)
+	case "burst":
+		// 40 ms of this thread's CPU, then exit: a process that lives less
+		// than one sampling interval.
+		runtime.LockOSThread()
+		var ts syscall.Timespec
+		cpu := func() time.Duration {
+			syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 3 /* CLOCK_THREAD_CPUTIME_ID */, uintptr(unsafe.Pointer(&ts)), 0)
+			return time.Duration(ts.Nano())
+		}
+		for c0 := cpu(); cpu()-c0 < 40*time.Millisecond; {
 		}
 		os.Exit(0)
 	case "alloc":
@@ -597,14 +611,14 @@ func BenchmarkSample(b *testing.B) {
 }
 
 // fakeProcess writes /proc/PID/stat (and, when netns > 0, its ns/net link)
-// under root: utime ticks, stime 0.
-func fakeProcess(t *testing.T, root string, pid, ppid int, comm string, flags, ticks, start, netns uint64) {
+// under root: utime ticks, stime 0, cutime cticks, cstime 0.
+func fakeProcess(t *testing.T, root string, pid, ppid int, comm string, flags, ticks, cticks, start, netns uint64) {
 	t.Helper()
 	dir := filepath.Join(root, fmt.Sprint(pid))
 	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	line := fmt.Sprintf("%d (%s) S %d %d %d 0 -1 %d 0 0 0 0 %d 0 0 0 20 0 1 0 %d 1000 100 0 0 0\n", pid, comm, ppid, pid, pid, flags, ticks, start)
+	line := fmt.Sprintf("%d (%s) S %d %d %d 0 -1 %d 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 1000 100 0 0 0\n", pid, comm, ppid, pid, pid, flags, ticks, cticks, start)
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -631,48 +645,62 @@ func TestForeignAndPathFixture(t *testing.T) {
 	s := newSampler(spec)
 	s.hz = 100
 	type p struct {
-		pid, ppid   int
-		comm        string
-		flags       uint64
-		ticks, next uint64
-		netns       uint64
+		pid, ppid     int
+		comm          string
+		flags         uint64
+		ticks, next   uint64
+		cticks, cnext uint64
+		netns         uint64
+		gone          bool // exited before the second sample
 	}
 	procs := []p{
-		{1, 0, "init", 0, 1000, 1002, rootNS},                      // foreign: 2
-		{2, 0, "kthreadd", pfKthread, 5, 6, rootNS},                // kernel
-		{10, 2, "kworker/0:1-wg-crypt", pfKthread, 70, 79, rootNS}, // kernel
-		{100, 1, "spanperf", 0, 500, 550, rootNS},                  // controller: own
-		{101, 100, "agent", 0, 40, 60, runNS},                      // its child: own
-		{200, 1, "charon", 0, 100, 110, runNS},                     // in the run's netns: own
-		{201, 200, "charon (worker)", 0, 3, 4, runNS},              // its child: own
-		{300, 1, "hog", 0, 900, 930, rootNS},                       // foreign: 30
-		{301, 300, "hog child", 0, 10, 15, rootNS},                 // foreign: 5
-		{400, 1, "relay", 0, 20, 27, rootNS},                       // a component: own
+		{pid: 1, comm: "init", ticks: 1000, next: 1002, netns: rootNS},                          // foreign: 2
+		{pid: 2, comm: "kthreadd", flags: pfKthread, ticks: 5, next: 6, netns: rootNS},          // kernel
+		{pid: 10, ppid: 2, comm: "kworker/0:1-wg-crypt", flags: pfKthread, ticks: 70, next: 79}, // kernel
+		{pid: 100, ppid: 1, comm: "spanperf", ticks: 500, next: 550, cticks: 0, cnext: 12},      // controller: own, reaped 102
+		{pid: 101, ppid: 100, comm: "agent", ticks: 40, next: 60, netns: runNS},                 // its child: own
+		{pid: 102, ppid: 100, comm: "ip", ticks: 10, gone: true},                                // its child, exited: own
+		{pid: 200, ppid: 1, comm: "charon", ticks: 100, next: 110, netns: runNS},                // in the run's netns: own
+		{pid: 201, ppid: 200, comm: "charon (worker)", ticks: 3, next: 4, netns: runNS},         // its child: own
+		{pid: 300, ppid: 1, comm: "hog", ticks: 900, next: 930, netns: rootNS},                  // foreign: 30
+		{pid: 301, ppid: 300, comm: "hog child", ticks: 10, next: 15, netns: rootNS},            // foreign: 5
+		{pid: 400, ppid: 1, comm: "relay", ticks: 20, next: 27, netns: rootNS},                  // a component: own
+		{pid: 500, ppid: 1, comm: "make", ticks: 1, next: 1, cticks: 100, cnext: 167},           // foreign: reaped 501 (55) and one unseen (12)
+		{pid: 501, ppid: 500, comm: "cc1", ticks: 40, gone: true},                               // seen with 40: 15 new
+		{pid: 700, ppid: 1, comm: "go", ticks: 8, next: 8, cticks: 0, cnext: 38},                // foreign: reaped 701 (3 + its 35)
+		{pid: 701, ppid: 700, comm: "sh", ticks: 2, gone: true},                                 // seen with 2: 1 new
+		{pid: 702, ppid: 701, comm: "gcc", ticks: 30, gone: true},                               // seen with 30: 5 new, reaped by 701
 	}
 	for _, x := range procs {
-		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.ticks, 50, x.netns)
+		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.ticks, x.cticks, 50, x.netns)
 	}
 	t0 := time.Now()
 	set("proc_stat_a")
 	s.sample(t0)
 	for _, x := range procs {
-		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.next, 50, x.netns)
+		if x.gone {
+			os.RemoveAll(filepath.Join(proc, fmt.Sprint(x.pid)))
+			continue
+		}
+		fakeProcess(t, proc, x.pid, x.ppid, x.comm, x.flags, x.next, x.cnext, 50, x.netns)
 	}
 	// Born between the samples (after uptime 1000 s): counts in full.
-	fakeProcess(t, proc, 302, 1, "cc1", 0, 3, 100050, rootNS)
+	fakeProcess(t, proc, 302, 1, "cc1", 0, 3, 0, 100050, rootNS)
 	// Alive before the first sample but first seen now: a baseline only.
-	fakeProcess(t, proc, 303, 1, "late", 0, 77, 60, rootNS)
+	fakeProcess(t, proc, 303, 1, "late", 0, 77, 0, 60, rootNS)
 	if err := os.WriteFile(filepath.Join(proc, "uptime"), []byte("1001.00 1500.00\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	set("proc_stat_b")
 	s.sample(t0.Add(time.Second))
 	r := s.result()
-	// Busy is 1.59 cores (TestKernelMetricsFixture); foreign 2+30+5+3 ticks.
+	// Busy is 1.59 cores (TestKernelMetricsFixture); foreign 2+30+5+3
+	// ticks of living processes, and 27 (15 + 12) of make's exited
+	// children and 6 (1 + 5) of go's.
 	for k, want := range map[string]float64{
 		results.CPUCoresBusy:                     1.59,
-		results.CPUCoresForeign:                  0.40,
-		results.CPUCoresPath:                     1.19,
+		results.CPUCoresForeign:                  0.73,
+		results.CPUCoresPath:                     0.86,
 		results.For(results.CPUCores, "relay@a"): 0.07,
 	} {
 		// The sampler's clock runs on while it reads: some µs on 1 s.
@@ -684,7 +712,7 @@ func TestForeignAndPathFixture(t *testing.T) {
 	for _, f := range r.Foreign {
 		got = append(got, fmt.Sprintf("%d %s %.2f", f.PID, f.Comm, f.Cores))
 	}
-	if want := "300 hog 0.30, 301 hog child 0.05, 302 cc1 0.03, 1 init 0.02"; strings.Join(got, ", ") != want {
+	if want := "300 hog 0.30, 500 make 0.27, 700 go 0.06, 301 hog child 0.05, 302 cc1 0.03, 1 init 0.02"; strings.Join(got, ", ") != want {
 		t.Errorf("foreign processes %q, want %q", strings.Join(got, ", "), want)
 	}
 
@@ -816,6 +844,73 @@ func TestBusyIsExactForShortBursts(t *testing.T) {
 			own, m[results.CPUCoresPath], m[results.CPUCoresBusy], m[results.CPUCoresForeign], ticked)
 		if p := m[results.CPUCoresPath]; p < 0.95*own || p > own+0.15 {
 			return fmt.Errorf("path %.3f cores, want the ping-pong's and probe's %.3f (−5%%, +0.15 for kernel threads and interrupts)", p, own)
+		}
+		return nil
+	})
+}
+
+// Foreign processes that live shorter than a sampling interval are counted
+// through their parent's cutime+cstime: a shell loop, not of the run,
+// starts one 40 ms burst of CPU after another; the probe counts the loop
+// and its children at the CPU the loop's own /proc/PID/stat shows for
+// itself and the children it reaped, over the same window.
+func TestForeignShortLivedChildren(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At most 300 bursts (about 30 s); the loop is adopted by init.
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300 ]; do "$0"; sleep 0.06; i=$((i+1)); done </dev/null >/dev/null 2>&1 & echo $!`, exe)
+	cmd.Env = append(os.Environ(), childEnv+"=burst")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := &procfs{root: "/proc"}
+	st0, err := fs.stat(loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if st, err := fs.stat(loop); err == nil && st.start == st0.start {
+			syscall.Kill(loop, syscall.SIGKILL)
+		}
+	})
+	total := func() float64 {
+		st, err := fs.stat(loop)
+		if err != nil || st.start != st0.start {
+			t.Fatalf("loop %d gone: %v", loop, err)
+		}
+		return float64(st.ticks+st.cticks) / userHZ()
+	}
+	time.Sleep(300 * time.Millisecond)
+	retryOnce(t, func() error {
+		const window = 3 * time.Second
+		c0, t0 := total(), time.Now()
+		p, err := Start(context.Background(), Spec{Interval: 200 * time.Millisecond, Window: window})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(window + 50*time.Millisecond)
+		r := p.Stop()
+		want := (total() - c0) / time.Since(t0).Seconds()
+		var got float64
+		for _, f := range r.Foreign {
+			if f.PID == loop || f.PPID == loop {
+				got += f.Cores
+			}
+		}
+		t.Logf("loop and its bursts %.3f cores by the loop's /proc/PID/stat (with its reaped children); probe: %.3f of foreign %.3f",
+			want, got, r.Metrics[results.CPUCoresForeign])
+		switch {
+		case want < 0.15:
+			return fmt.Errorf("the loop ran only %.3f cores", want)
+		case math.Abs(got-want) > 0.2*want:
+			return fmt.Errorf("the loop and its children counted as %.3f foreign cores, want %.3f ±20%%", got, want)
 		}
 		return nil
 	})

@@ -26,6 +26,9 @@ type procStat struct {
 	flags uint64
 	// ticks is utime+stime in USER_HZ ticks, every thread included.
 	ticks uint64
+	// cticks is cutime+cstime: the CPU of the children it has waited for
+	// (and theirs), added when each was reaped.
+	cticks uint64
 	// start is the start time in USER_HZ ticks after boot.
 	start uint64
 	// rssPages is the resident set in pages (as statm's resident field).
@@ -61,7 +64,7 @@ func parseProcStat(b []byte) (procStat, error) {
 	if j := bytes.IndexByte(b, '('); j >= 0 && j < i {
 		comm = string(b[j+1 : i])
 	}
-	return procStat{comm: comm, ppid: ppid, flags: num(9), ticks: num(14) + num(15), start: num(22), rssPages: num(24)}, nil
+	return procStat{comm: comm, ppid: ppid, flags: num(9), ticks: num(14) + num(15), cticks: num(16) + num(17), start: num(22), rssPages: num(24)}, nil
 }
 
 // procfs reads processes under a /proc root.
