@@ -11,7 +11,6 @@ import (
 // TestMain lets the test binary act as the agent that runs start in sites.
 func TestMain(m *testing.M) {
 	agent.RunIfChild()
-	spinRelayIfChild()
 	probetest.RunIfHog()
 	os.Exit(m.Run())
 }
