@@ -816,15 +816,16 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
-// The machine's busy time is exact where the tick's samples are not: a
-// ping-pong of two threads, busy in bursts of microseconds, is on the path
-// at the CPU its own /proc/PID/stat shows (the kernel keeps that exact),
-// with this process's (the probe's) and little else: kernel threads and
-// interrupts taken while idle. The tick-sampled sum of user, system, irq
-// and softirq is logged beside it.
+// The machine's busy time is elapsed time less idle, which the kernel
+// measures exactly, not the tick's samples. A ping-pong of two threads,
+// busy in bursts of microseconds, is on the path with at least the CPU its
+// own /proc/PID/stat shows (the kernel keeps that exact); the path also
+// holds the kernel's work of waking them, which no process is charged
+// with. The tick-sampled sum of user, system, irq and softirq, logged
+// beside it, fell to 0.53 cores for 0.79 on the development VM. A child
+// spinning 40% of a CPU in 4 ms bursts, with few wakeups, is on the path at
+// its own CPU, ±5% and the probe's own.
 func TestBusyIsExactForShortBursts(t *testing.T) {
-	pid := start(t, child(t, "pingpong"))
-	time.Sleep(200 * time.Millisecond)
 	procCPU := func(pid int) float64 {
 		st, err := (&procfs{root: "/proc"}).stat(pid)
 		if err != nil {
@@ -832,18 +833,38 @@ func TestBusyIsExactForShortBursts(t *testing.T) {
 		}
 		return float64(st.ticks) / userHZ()
 	}
-	retryOnce(t, func() error {
+	// window measures the path and the CPU of pid and of this process.
+	window := func(pid int) (path, own, ticked float64, r Result) {
 		c0, s0 := procCPU(pid), procCPU(os.Getpid())
 		t0 := time.Now()
-		r := measure(t, 3*time.Second)
+		r = measure(t, 3*time.Second)
 		el := time.Since(t0).Seconds()
-		own := (procCPU(pid) - c0 + procCPU(os.Getpid()) - s0) / el
+		own = (procCPU(pid) - c0 + procCPU(os.Getpid()) - s0) / el
 		m := r.Metrics
-		ticked := m[results.CPUCoresUser] + m[results.CPUCoresSystem] + m[results.CPUCoresIRQ] + m[results.CPUCoresSoftirq]
+		ticked = m[results.CPUCoresUser] + m[results.CPUCoresSystem] + m[results.CPUCoresIRQ] + m[results.CPUCoresSoftirq]
+		return m[results.CPUCoresPath], own, ticked, r
+	}
+	pp := start(t, child(t, "pingpong"))
+	time.Sleep(200 * time.Millisecond)
+	retryOnce(t, func() error {
+		path, own, ticked, r := window(pp)
 		t.Logf("ping-pong and probe %.3f cores by /proc/PID/stat; path %.3f (busy %.3f − foreign %.3f); tick-sampled fields sum to %.3f",
-			own, m[results.CPUCoresPath], m[results.CPUCoresBusy], m[results.CPUCoresForeign], ticked)
-		if p := m[results.CPUCoresPath]; p < 0.95*own || p > own+0.15 {
-			return fmt.Errorf("path %.3f cores, want the ping-pong's and probe's %.3f (−5%%, +0.15 for kernel threads and interrupts)", p, own)
+			own, path, r.Metrics[results.CPUCoresBusy], r.Metrics[results.CPUCoresForeign], ticked)
+		if path < 0.95*own {
+			return fmt.Errorf("path %.3f cores, want at least the ping-pong's and probe's %.3f (−5%%)", path, own)
+		}
+		return nil
+	})
+	syscall.Kill(-pp, syscall.SIGKILL)
+
+	hog := probetest.StartChildHog(t, 0.4)
+	time.Sleep(200 * time.Millisecond)
+	retryOnce(t, func() error {
+		path, own, ticked, r := window(hog.PID)
+		t.Logf("hog and probe %.3f cores by /proc/PID/stat; path %.3f (busy %.3f − foreign %.3f); tick-sampled fields sum to %.3f",
+			own, path, r.Metrics[results.CPUCoresBusy], r.Metrics[results.CPUCoresForeign], ticked)
+		if path < 0.95*own || path > 1.05*own+0.03 {
+			return fmt.Errorf("path %.3f cores, want the hog's and probe's %.3f (±5%%, +0.03 for kernel threads)", path, own)
 		}
 		return nil
 	})
