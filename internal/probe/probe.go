@@ -1,7 +1,8 @@
 // Package probe samples, during a trial, what the trial costs: the CPU and
-// memory of each component's process tree, the machine's kernel CPU time
-// (softirq, irq, system, user) and its energy (RAPL, or an estimate from
-// CPU time). It knows nothing of what is measured: components come in as
+// memory of each component's process tree, the machine's CPU time (user,
+// system, irq, softirq: mpstat's view), how much of it was foreign (spent
+// by processes that are not the run's) and its energy (RAPL, or an
+// estimate from CPU time). It knows nothing of what is measured: components come in as
 // process IDs, results go out as metrics in base units, and what could
 // not be measured is reported as missing, with the reason, never as zero.
 package probe
@@ -42,6 +43,14 @@ type Spec struct {
 	// Powercap is the powercap root with the RAPL zones; default
 	// DefaultPowercap.
 	Powercap string
+	// Controller is the process whose tree is the run's own (the one that
+	// starts the testbed, datapath and agents); default this process.
+	Controller int
+	// Netns are the inodes of the run's network namespaces (as the
+	// /proc/PID/ns/net links name them): a process in one of them is the
+	// run's own, wherever it descends from. The rest of the machine's
+	// user-space CPU is foreign (see results.CPUCoresForeign).
+	Netns []uint64
 }
 
 // Normalize fills in the defaults.
@@ -54,6 +63,9 @@ func (s *Spec) Normalize() {
 	}
 	if s.Powercap == "" {
 		s.Powercap = DefaultPowercap
+	}
+	if s.Controller == 0 {
+		s.Controller = os.Getpid()
 	}
 	s.Energy.Normalize()
 }
@@ -85,6 +97,9 @@ type Result struct {
 	// Start and End are when the first and last samples were taken; zero
 	// when the window never began.
 	Start, End time.Time
+	// Foreign lists the processes counted in results.CPUCoresForeign, most
+	// CPU first.
+	Foreign []ProcessCPU
 }
 
 // Probe is a running sampler, started by Start.
@@ -198,6 +213,9 @@ type sampler struct {
 	// dpTicks is the CPU of the union of every component's processes.
 	dpTicks uint64
 
+	// machine tells the run's CPU from the foreign (see scan).
+	machine machine
+
 	stat0, stat1 *cpuStat
 	statErr      error
 	rapl         *rapl
@@ -215,6 +233,7 @@ func newSampler(spec Spec) *sampler {
 
 // sample reads everything once.
 func (s *sampler) sample(now time.Time) {
+	began := time.Now()
 	up, upErr := s.fs.uptimeTicks(s.hz)
 	seen := map[int]pidState{}
 	delta := map[int]uint64{}
@@ -286,15 +305,21 @@ func (s *sampler) sample(now time.Time) {
 		s.dpTicks += d
 	}
 	s.pids = seen
+	// Every process, then /proc/stat: the two reads as close together as
+	// they can be.
+	s.scan(seen, up, upErr)
 	if upErr == nil {
 		s.lastUp = up
 	}
 
+	// The time of this read on the caller's clock: the machine's busy time
+	// is its elapsed time less idle between two reads.
+	at := now.Add(time.Since(began))
 	if b, err := os.ReadFile(filepath.Join(s.spec.Proc, "stat")); err != nil {
 		s.statErr = err
 	} else if st, err := parseCPUStat(b); err != nil {
 		s.statErr = err
-	} else if s.stat0 == nil {
+	} else if st.at = at; s.stat0 == nil {
 		s.stat0 = &st
 	} else {
 		s.stat1 = &st
@@ -349,6 +374,7 @@ func (s *sampler) result() Result {
 		s.stat1 = nil
 		s.raplErr = errors.New(reason)
 		s.rapl = nil
+		s.machine.err = errors.New(reason)
 		secs = 0
 	} else {
 		r.Metrics[results.ProbeWindow] = secs
@@ -394,7 +420,7 @@ func (s *sampler) result() Result {
 	kernel := []string{results.CPUCoresUser, results.CPUCoresSystem, results.CPUCoresIRQ,
 		results.CPUCoresSoftirq, results.CPUCoresBusy}
 	if s.stat0 != nil && s.stat1 != nil {
-		for k, v := range kernelMetrics(*s.stat0, *s.stat1, s.hz, secs) {
+		for k, v := range kernelMetrics(*s.stat0, *s.stat1, s.hz, s.stat1.at.Sub(s.stat0.at).Seconds()) {
 			r.Metrics[k] = v
 		}
 	} else {
@@ -406,6 +432,7 @@ func (s *sampler) result() Result {
 			r.Missing[k] = reason
 		}
 	}
+	s.pathMetrics(&r, secs)
 
 	switch {
 	case s.rapl != nil && s.raplErr == nil && s.rapl.total > 0:
@@ -429,4 +456,30 @@ func (s *sampler) result() Result {
 		r.Missing[results.EnergyRAPL] = why + ": estimated from CPU time"
 	}
 	return r
+}
+
+// pathMetrics adds results.CPUCoresForeign and results.CPUCoresPath (busy
+// less foreign), or says why they are missing.
+func (s *sampler) pathMetrics(r *Result, secs float64) {
+	m := &s.machine
+	if m.err != nil || !m.scanned {
+		why := "processes not scanned"
+		if m.err != nil {
+			why = "processes not scanned: " + m.err.Error()
+		}
+		r.Missing[results.CPUCoresForeign] = why
+		r.Missing[results.CPUCoresPath] = results.CPUCoresForeign + ": " + why
+		return
+	}
+	foreign := float64(m.ticks) / s.hz / secs
+	r.Metrics[results.CPUCoresForeign] = foreign
+	r.Foreign = m.foreignProcesses(s.hz, secs)
+	busy, ok := r.Metrics[results.CPUCoresBusy]
+	if !ok {
+		r.Missing[results.CPUCoresPath] = results.CPUCoresBusy + ": " + r.Missing[results.CPUCoresBusy]
+		return
+	}
+	// Ticks of a process and of /proc/stat are sampled a moment apart: a
+	// machine busy only with foreign work may read a hair below 0.
+	r.Metrics[results.CPUCoresPath] = max(busy-foreign, 0)
 }

@@ -12,13 +12,23 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // procStat is what one read of /proc/PID/stat gives.
 type procStat struct {
+	// comm is the command name (field 2, without its parentheses).
+	comm string
 	ppid int
+	// flags are the kernel's task flags (field 9): pfKthread marks a
+	// kernel thread.
+	flags uint64
 	// ticks is utime+stime in USER_HZ ticks, every thread included.
 	ticks uint64
+	// cticks is cutime+cstime: the CPU of the children it has waited for
+	// (and theirs), added when each was reaped.
+	cticks uint64
 	// start is the start time in USER_HZ ticks after boot.
 	start uint64
 	// rssPages is the resident set in pages (as statm's resident field).
@@ -50,7 +60,11 @@ func parseProcStat(b []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("ppid %q: %w", f[1], err)
 	}
-	return procStat{ppid: ppid, ticks: num(14) + num(15), start: num(22), rssPages: num(24)}, nil
+	comm := ""
+	if j := bytes.IndexByte(b, '('); j >= 0 && j < i {
+		comm = string(b[j+1 : i])
+	}
+	return procStat{comm: comm, ppid: ppid, flags: num(9), ticks: num(14) + num(15), cticks: num(16) + num(17), start: num(22), rssPages: num(24)}, nil
 }
 
 // procfs reads processes under a /proc root.
@@ -60,11 +74,13 @@ type procfs struct {
 	// absent (a kernel without CONFIG_PROC_CHILDREN): descendants are then
 	// found by scanning every process's parent.
 	noChildren bool
+	buf        []byte
 }
 
-// stat reads /proc/PID/stat.
+// stat reads /proc/PID/stat, with bare system calls into a reused buffer:
+// a sample reads it for every process on the machine.
 func (p *procfs) stat(pid int) (procStat, error) {
-	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
+	b, err := p.readSmall(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return procStat{}, err
 	}
@@ -73,6 +89,36 @@ func (p *procfs) stat(pid int) (procStat, error) {
 		return procStat{}, fmt.Errorf("parse %s/%d/stat: %w", p.root, pid, err)
 	}
 	return st, nil
+}
+
+// readSmall reads a file of at most a few KiB (a /proc/PID/stat line) into
+// p.buf; the result is valid until the next call.
+func (p *procfs) readSmall(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if p.buf == nil {
+		p.buf = make([]byte, 4096)
+	}
+	n := 0
+	for {
+		m, err := unix.Read(fd, p.buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return p.buf[:n], nil
+		}
+		n += m
+		if n == len(p.buf) {
+			p.buf = append(p.buf, make([]byte, len(p.buf))...)
+		}
+	}
 }
 
 // tree returns root and every descendant of it, root first, or nil when

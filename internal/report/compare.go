@@ -73,6 +73,9 @@ func MetricDirection(metric string) Direction {
 	switch {
 	case strings.HasSuffix(metric, "_per_core"), strings.HasSuffix(metric, "_bps"), strings.HasSuffix(metric, "_per_s"):
 		return HigherIsBetter
+	case metric == results.CPUSecondsPerGigabyte, metric == results.CPUMicrosPerTransaction:
+		// The path's CPU per unit of work: efficiency, unlike cpu_cores….
+		return LowerIsBetter
 	case strings.HasPrefix(metric, "cpu_"), strings.HasPrefix(metric, "cgroup_cpu_"), metric == results.EnergyJoules:
 		// CPU and energy grow with the load carried: a run that got faster
 		// spends more. Their efficiency (_per_core, joules per gigabyte,

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/spanperf/spanperf/internal/results"
 )
 
 // csvHeader names the columns CSV writes.
@@ -17,14 +19,26 @@ var csvHeader = []string{"run", "datapath", "workload", "params", "rep", "trial"
 // trial × metric (metrics in name order), with the run's label (see
 // RunLabels), datapath, workload, params key, repetition, trial index,
 // metric, value in the metric's base unit (shortest exact decimal form; NaN,
-// +Inf, -Inf as such), the base unit (MetricUnit) and the trial's error. A
+// +Inf, -Inf as such), the base unit (MetricUnit) and the trial's error.
+// Paced trials also have results.CPUCoresOverBaseline, derived against
+// opts.Baseline (else the first datapath; see withOverBaseline). A
 // trial without metrics (a failed one) has one row with metric and value
 // empty. Rows follow the runs' record order.
-func CSV(w io.Writer, runs []Run, _ Options) error {
+func CSV(w io.Writer, runs []Run, opts Options) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("csv report: no runs")
 	}
 	labels := RunLabels(runs)
+	var all []results.Record
+	for _, run := range runs {
+		all = append(all, run.Records...)
+	}
+	if base := opts.Baseline; base != "" || len(all) > 0 {
+		if base == "" {
+			base = displayOrder(all, nil)[0]
+		}
+		runs = runsWithOverBaseline(runs, base)
+	}
 	cw := csv.NewWriter(w)
 	cw.Write(csvHeader)
 	for i, run := range runs {
@@ -54,7 +68,8 @@ func CSV(w io.Writer, runs []Run, _ Options) error {
 
 // MetricUnit is the base unit of a metric, from its name: "bit/s" for
 // _bps, "1/s" for _per_s, "s" for _s, "B" for _bytes and bytes, "cores"
-// for cpu_cores…, "J" for energy_joules, "J/GB" for joules_per_gigabyte;
+// for cpu_cores…, "J" for energy_joules, "J/GB" for joules_per_gigabyte,
+// "s/GB" for cpu_seconds_per_gigabyte, "µs" for cpu_us_per_transaction;
 // _per_core appends "/core". A component suffix ("{name}") is ignored.
 // Other metrics (counts, flags) have no unit: "".
 func MetricUnit(metric string) string {
@@ -69,6 +84,10 @@ func MetricUnit(metric string) string {
 	switch {
 	case metric == "joules_per_gigabyte":
 		u = "J/GB"
+	case metric == results.CPUSecondsPerGigabyte:
+		u = "s/GB"
+	case metric == results.CPUMicrosPerTransaction:
+		u = "µs"
 	case metric == "energy_joules":
 		u = "J"
 	case strings.HasPrefix(metric, "cpu_cores") || strings.HasPrefix(metric, "cgroup_cpu_cores") || metric == "cpu_limit_cores":

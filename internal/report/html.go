@@ -32,8 +32,9 @@ import (
 // (against message size when the workload has a message_size parameter),
 // latency percentiles, the latency percentile curve of the merged
 // histograms on a 1/(1-p) axis, per-second series of every trial, CPU per
-// component (stacked), efficiency (rate per core, joules per gigabyte,
-// marked when estimated), overhead against the baseline in percent, and the
+// component (stacked), efficiency (rate per path core, the path's CPU per
+// gigabyte or per transaction, at paced points its cores over the
+// baseline's, joules per gigabyte marked when estimated), overhead against the baseline in percent, and the
 // warnings that apply; then the sizing tables and the reference figures.
 //
 // Datapaths are ordered as the scenario lists them, then by first
@@ -210,7 +211,7 @@ func newIndex(runs []Run, baseline string) *index {
 			}
 			ix.colours[id] = colour(len(ix.series) - 1)
 		}
-		for _, rec := range r.Records {
+		for _, rec := range withOverBaseline(r.Records, base) {
 			k := rec.Params.Key()
 			if _, ok := ix.keys[rec.Workload]; !ok {
 				ix.workloads = append(ix.workloads, rec.Workload)
@@ -400,6 +401,12 @@ func metricLabel(m string) string {
 		return "latency p99.9"
 	case results.CPUCoresDatapath:
 		return "datapath CPU"
+	case results.CPUSecondsPerGigabyte:
+		return "path CPU-seconds per GB"
+	case results.CPUMicrosPerTransaction:
+		return "path CPU per transaction"
+	case results.CPUCoresOverBaseline:
+		return "path cores over baseline"
 	case results.JoulesPerGigabyte:
 		return "joules per GB"
 	}
@@ -703,9 +710,14 @@ func componentOf(m string) (string, bool) {
 }
 
 func (ix *index) efficiencySection(wl string, ids []seriesID, keys []string, rate string) htmlSection {
-	sec := htmlSection{Heading: "efficiency"}
+	sec := htmlSection{Heading: "efficiency", Note: "CPU on the whole path: the machine's busy CPU less foreign CPU (cpu_cores_path), load generator and kernel included, per core, per gigabyte or per transaction; at paced points, the cores over the baseline's median at the same rate."}
 	if pc, ok := perCore[rate]; ok && ix.has(wl, pc) {
 		sec.Charts = append(sec.Charts, ix.metricBars(metricLabel(pc)+" · "+wl, wl, pc, ids, keys))
+	}
+	for _, m := range []string{results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline} {
+		if ix.has(wl, m) {
+			sec.Charts = append(sec.Charts, ix.metricBars(metricLabel(m)+" · "+wl, wl, m, ids, keys))
+		}
 	}
 	if ix.has(wl, results.JoulesPerGigabyte) {
 		estimated := false
@@ -725,7 +737,7 @@ func (ix *index) efficiencySection(wl string, ids []seriesID, keys []string, rat
 		}
 		if estimated {
 			spec.title += " (estimated)"
-			sec.Note = "Bars marked est. are estimated from CPU time by the scenario's energy model (no RAPL), not measured."
+			sec.Note += " Bars marked est. are estimated from CPU time by the scenario's energy model (no RAPL), not measured."
 		}
 		if c := barChart(spec); c != "" {
 			sec.Charts = append(sec.Charts, c)
@@ -742,7 +754,8 @@ func (ix *index) headline(wl string) []string {
 	} else {
 		ms = slices.Clone(fallbackMetrics)
 	}
-	for _, m := range []string{results.CPUCoresDatapath, perCore[ix.rateMetric(wl)], results.JoulesPerGigabyte} {
+	for _, m := range []string{results.CPUCoresDatapath, perCore[ix.rateMetric(wl)], results.CPUSecondsPerGigabyte,
+		results.CPUMicrosPerTransaction, results.JoulesPerGigabyte} {
 		if m != "" && !slices.Contains(ms, m) {
 			ms = append(ms, m)
 		}
@@ -922,6 +935,10 @@ func shortMetric(m string) string {
 		return "CPU"
 	case results.ThroughputBPSPerCore, results.TransactionsPerSPerCore, results.ConnectionsPerSPerCore:
 		return "per core"
+	case results.CPUSecondsPerGigabyte:
+		return "CPU s/GB"
+	case results.CPUMicrosPerTransaction:
+		return "CPU/tx"
 	case results.JoulesPerGigabyte:
 		return "J/GB"
 	}
@@ -1047,6 +1064,7 @@ func (ix *index) runInfo(ri int) htmlRun {
 	if estimated {
 		info.Warnings = append(info.Warnings, "energy is estimated from CPU time (energy_estimated = 1), not measured")
 	}
+	info.Warnings = append(info.Warnings, trialWarnings(r.Records)...)
 	return info
 }
 

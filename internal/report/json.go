@@ -97,12 +97,22 @@ func newLayout(runs []Run, opts Options) (*layout, error) {
 	}
 	l := &layout{labels: RunLabels(runs), params: map[string][]string{}, recs: map[pointKey][]results.Record{}}
 	var all []results.Record
-	for i, run := range runs {
+	for _, run := range runs {
 		if len(run.Records) == 0 {
 			return nil, fmt.Errorf("run %s: no records", run.Dir)
 		}
-		for _, r := range run.Records {
-			all = append(all, r)
+		all = append(all, run.Records...)
+	}
+	l.datapaths = displayOrder(all, nil)
+	l.baseline = opts.Baseline
+	if l.baseline == "" {
+		l.baseline = l.datapaths[0]
+	}
+	if !slices.Contains(l.datapaths, l.baseline) {
+		return nil, fmt.Errorf("baseline %q is not among datapaths %s", l.baseline, strings.Join(l.datapaths, ", "))
+	}
+	for i, run := range runs {
+		for _, r := range withOverBaseline(run.Records, l.baseline) {
 			if !slices.Contains(l.workloads, r.Workload) {
 				l.workloads = append(l.workloads, r.Workload)
 			}
@@ -113,14 +123,6 @@ func newLayout(runs []Run, opts Options) (*layout, error) {
 			pk := pointKey{i, r.Workload, k, r.Datapath}
 			l.recs[pk] = append(l.recs[pk], r)
 		}
-	}
-	l.datapaths = displayOrder(all, nil)
-	l.baseline = opts.Baseline
-	if l.baseline == "" {
-		l.baseline = l.datapaths[0]
-	}
-	if !slices.Contains(l.datapaths, l.baseline) {
-		return nil, fmt.Errorf("baseline %q is not among datapaths %s", l.baseline, strings.Join(l.datapaths, ", "))
 	}
 	return l, nil
 }
@@ -187,7 +189,7 @@ func (l *layout) summaries() []MetricSummary {
 							N: s.N, Median: Float(s.Median), Lo: Float(s.Lo), Hi: Float(s.Hi),
 							Confidence: Float(s.Confidence), Mean: Float(s.Mean), Stddev: Float(s.Stddev),
 							Warnings: s.Warnings, Trials: len(recs), Failed: failed}
-						if d != l.baseline {
+						if d != l.baseline && m != results.CPUCoresOverBaseline {
 							if b := stats.Summarize(values(base, m)); b.N > 0 {
 								if c := stats.ChangePct(b.Median, s.Median); !math.IsNaN(c) && !math.IsInf(c, 0) {
 									f := Float(c)
@@ -303,8 +305,9 @@ func (l *layout) failures() []jsonFailure {
 }
 
 // runWarnings lists what weakens a whole run: metrics a probe did not
-// measure (Record.Missing) and energy estimated from CPU time, each with the
-// number of trials it applies to.
+// measure (Record.Missing), energy estimated from CPU time and the trials'
+// own warnings (Record.Warnings, by kind: the text before the first
+// colon), each with the number of trials it applies to.
 func runWarnings(run Run) []string {
 	var out []string
 	type miss struct {
@@ -333,6 +336,39 @@ func runWarnings(run Run) []string {
 	}
 	if estimated > 0 {
 		out = append(out, fmt.Sprintf("energy estimated from CPU time, not measured, in %d of %d trials", estimated, n))
+	}
+	out = append(out, trialWarnings(run.Records)...)
+	return out
+}
+
+// trialWarnings lists the trials' own warnings (Record.Warnings) by kind,
+// the text before the first colon: "foreign CPU in 2 of 12 trials, the
+// first: …".
+func trialWarnings(recs []results.Record) []string {
+	type kind struct {
+		n     int
+		first string
+	}
+	var kinds []string
+	warned := map[string]*kind{}
+	for _, r := range recs {
+		seen := map[string]bool{}
+		for _, w := range r.Warnings {
+			k := trialWarningKind(w)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if warned[k] == nil {
+				warned[k] = &kind{first: w}
+				kinds = append(kinds, k)
+			}
+			warned[k].n++
+		}
+	}
+	var out []string
+	for _, k := range kinds {
+		out = append(out, fmt.Sprintf("%s in %d of %d trials, the first: %s", strings.TrimPrefix(k, kindTrial), warned[k].n, len(recs), oneLine(warned[k].first)))
 	}
 	return out
 }

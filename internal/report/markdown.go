@@ -27,9 +27,10 @@ import (
 //
 // A "Warnings" section ends the report: the kinds of warning of
 // stats.Summarize (high variance, fewer than 3 repetitions, a confidence
-// below 95%), each with the marker its cells carry (or stated once for
-// every cell), then, per run, probes that did not measure and estimated
-// energy, and a line naming the baseline.
+// below 95%) and the trials' own warnings (such as foreign CPU load), each
+// with the marker its cells carry (or stated once for every cell), then,
+// per run, probes that did not measure and estimated energy, and a line
+// naming the baseline.
 func Markdown(w io.Writer, runs []Run, opts Options) error {
 	opts.Normalize()
 	l, err := newLayout(runs, opts)
@@ -80,7 +81,7 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 			}
 			for _, m := range metrics[wi] {
 				header = append(header, prefix+m)
-				if compare {
+				if compare && hasDelta(m) {
 					header = append(header, prefix+"Δ")
 				}
 			}
@@ -129,7 +130,7 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 							}
 						}
 						line = append(line, text)
-						if compare {
+						if compare && hasDelta(m) {
 							line = append(line, deltaText(rw, c))
 						}
 					}
@@ -170,7 +171,11 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 		}
 	}
 	for ri, run := range runs {
+		marked := trialWarnings(run.Records) // the tables' markers say these
 		for _, wr := range runWarnings(run) {
+			if slices.Contains(marked, wr) {
+				continue
+			}
 			if len(runs) > 1 {
 				wr = l.labels[ri] + ": " + wr
 			}
@@ -179,6 +184,10 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 	}
 	if compare {
 		fmt.Fprintf(&buf, "- Δ: change of the median against %s in the same run\n", mdEscape(l.baseline))
+	}
+	if slices.ContainsFunc(metrics, func(ms []string) bool { return slices.Contains(ms, results.CPUCoresOverBaseline) }) {
+		fmt.Fprintf(&buf, "- %s: the trial's %s less the median of %s's at the same params in the same run\n",
+			results.CPUCoresOverBaseline, results.CPUCoresPath, mdEscape(l.baseline))
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("write markdown report: %w", err)

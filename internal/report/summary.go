@@ -49,12 +49,18 @@ var headlineMetrics = map[string][]string{
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of
-// its records carries them (runs with the CPU probe).
+// its records carries them (runs with the CPU probe): the datapath's own
+// processes, then the whole path's cost per unit of work and, for paced
+// points, its cores over the baseline's (see withOverBaseline).
 var costMetrics = map[string][]string{
-	"stream": {results.CPUCoresDatapath, results.ThroughputBPSPerCore},
-	"rr":     {results.CPUCoresDatapath},
-	"crr":    {results.CPUCoresDatapath},
+	"stream": {results.CPUCoresDatapath, results.CPUSecondsPerGigabyte},
+	"rr":     {results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
+	"crr":    {results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
 }
+
+// fallbackCostMetrics follow the headline metrics of any other workload
+// when its records carry them.
+var fallbackCostMetrics = []string{results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline}
 
 // maxErrorLen is how many characters of a failed trial's error a row shows.
 const maxErrorLen = 60
@@ -66,22 +72,28 @@ const maxErrorLen = 60
 // Each cell of a headline metric (throughput_bps for stream;
 // transactions_per_s, latency_p50_s and latency_p99_s for rr;
 // connections_per_s and the two latencies for crr; then, when some record
-// of the workload carries them, cpu_cores_datapath and, for stream,
-// throughput_bps_per_core; for any other workload
-// those of throughput_bps, transactions_per_s, connections_per_s,
-// requests_per_s, latency_p50_s and latency_p99_s its records carry) shows
+// of the workload carries them, cpu_cores_datapath and the path's cost:
+// cpu_seconds_per_gigabyte for stream, cpu_us_per_transaction and, at
+// paced points, cpu_cores_over_baseline for rr and crr; for any other
+// workload those of throughput_bps, transactions_per_s, connections_per_s,
+// requests_per_s, latency_p50_s, latency_p99_s, cpu_seconds_per_gigabyte,
+// cpu_us_per_transaction and cpu_cores_over_baseline its records carry) shows
 // "median [lo, hi]" of the successful trials, as computed by
 // stats.Summarize, in the unit FormatValue picks for the median. Every
 // datapath other than the baseline has, after each metric, the change of its
-// median against the baseline's median in percent ("-23.4%"). Trials whose
+// median against the baseline's median in percent ("-23.4%"), except
+// cpu_cores_over_baseline, itself a difference to the baseline. Trials whose
 // Error is set are left out of the statistics; their row ends with
 // "(k of n trials failed: <first error>)". A value that cannot be given
 // (no trials, no successful trial, no baseline to compare with) is "–".
 //
 // Below the tables, one line per kind of warning from stats.Summarize
 // explains it; cells it applies to carry its marker (*, †, …), except that a
-// kind applying to every cell is stated once without a marker. A last line
-// names the baseline.
+// kind applying to every cell is stated once without a marker. Warnings
+// of the trials themselves (Record.Warnings, such as foreign CPU load) are
+// kinds too, by the text before their first colon, and mark every cell of
+// the rows whose successful trials carry them. A last line names the
+// baseline (and one more says what cpu_cores_over_baseline is, when shown).
 //
 // Summary returns an error when recs is empty, when the baseline is not a
 // known datapath, or when writing to w fails.
@@ -97,6 +109,7 @@ func Summary(w io.Writer, recs []results.Record, opts SummaryOptions) error {
 	if !slices.Contains(datapaths, baseline) {
 		return fmt.Errorf("summary: baseline %q is not among datapaths %s", baseline, strings.Join(datapaths, ", "))
 	}
+	recs = withOverBaseline(recs, baseline)
 
 	tables := buildTables(recs, datapaths, baseline)
 	notes := assignMarkers(tables)
@@ -119,6 +132,9 @@ func Summary(w io.Writer, recs []results.Record, opts SummaryOptions) error {
 	}
 	if compare {
 		fmt.Fprintf(&buf, "Δ: change of the median against %s\n", baseline)
+	}
+	if slices.ContainsFunc(tables, func(t table) bool { return slices.Contains(t.metrics, results.CPUCoresOverBaseline) }) {
+		fmt.Fprintf(&buf, "%s: the trial's %s less the median of %s's at the same params\n", results.CPUCoresOverBaseline, results.CPUCoresPath, baseline)
 	}
 	if _, err := w.Write(trimLines(buf.Bytes())); err != nil {
 		return fmt.Errorf("write summary: %w", err)
@@ -163,6 +179,8 @@ type row struct {
 	failed   int
 	firstErr string
 	cells    []cell // one per table metric
+	// warnings are the Record.Warnings of its successful trials.
+	warnings []string
 }
 
 type cell struct {
@@ -261,16 +279,7 @@ func metricsFor(workload string, recs []results.Record) []string {
 	if m, ok := headlineMetrics[workload]; ok {
 		return append(slices.Clip(m), present(costMetrics[workload], recs)...)
 	}
-	var out []string
-	for _, m := range fallbackMetrics {
-		for _, r := range recs {
-			if _, ok := r.Metrics[m]; ok {
-				out = append(out, m)
-				break
-			}
-		}
-	}
-	return out
+	return append(present(fallbackMetrics, recs), present(fallbackCostMetrics, recs)...)
 }
 
 // present returns the metrics of names that some record of recs carries.
@@ -305,6 +314,7 @@ func buildGroup(key string, recs []results.Record, metrics, datapaths []string, 
 				rw.failed++
 				continue
 			}
+			rw.warnings = append(rw.warnings, r.Warnings...)
 			for i, m := range metrics {
 				if v, ok := r.Metrics[m]; ok {
 					vals[i] = append(vals[i], v)
@@ -330,7 +340,7 @@ func buildGroup(key string, recs []results.Record, metrics, datapaths []string, 
 		rw := &g.rows[i]
 		for j := range rw.cells {
 			c := &rw.cells[j]
-			if !rw.baseline && base != nil && base.cells[j].s.N > 0 && c.s.N > 0 {
+			if !rw.baseline && base != nil && base.cells[j].s.N > 0 && c.s.N > 0 && metrics[j] != results.CPUCoresOverBaseline {
 				c.delta = stats.ChangePct(base.cells[j].s.Median, c.s.Median)
 			}
 		}
@@ -343,7 +353,16 @@ const (
 	kindHighVariance = "high variance"
 	kindNaN          = "dropped NaN"
 	kindPartial      = "partial"
+	// kindTrial prefixes the kind of a trial's own warning.
+	kindTrial = "trial: "
 )
+
+// trialWarningKind is the kind of a Record warning: kindTrial and the text
+// before its first colon ("foreign CPU").
+func trialWarningKind(w string) string {
+	head, _, _ := strings.Cut(w, ":")
+	return kindTrial + strings.TrimSpace(head)
+}
 
 // warningKind maps a stats.Summary warning to the kind it is grouped under;
 // "" means the warning needs no note (an empty cell already shows "–").
@@ -372,6 +391,13 @@ type notes struct {
 	marker map[string]string // kind → marker
 }
 
+// trialNote is what the note of a trial warning kind says: how many trials
+// carry it and the first one's text.
+type trialNote struct {
+	trials int
+	first  string
+}
+
 var markerSymbols = []string{"*", "†", "‡", "§", "¶", "#"}
 
 // assignMarkers sets each cell's kinds and numbers the kinds in the order
@@ -381,10 +407,22 @@ func assignMarkers(tables []table) notes {
 	count := map[string]int{}
 	maxCV := 0.0
 	cells := 0
+	trial := map[string]*trialNote{}
 	for ti := range tables {
 		for gi := range tables[ti].groups {
 			for ri := range tables[ti].groups[gi].rows {
 				rw := &tables[ti].groups[gi].rows[ri]
+				var rowKinds []string
+				for _, w := range rw.warnings {
+					k := trialWarningKind(w)
+					if trial[k] == nil {
+						trial[k] = &trialNote{first: w}
+					}
+					trial[k].trials++
+					if !slices.Contains(rowKinds, k) {
+						rowKinds = append(rowKinds, k)
+					}
+				}
 				for ci := range rw.cells {
 					c := &rw.cells[ci]
 					if c.s.N == 0 {
@@ -392,13 +430,18 @@ func assignMarkers(tables []table) notes {
 					}
 					cells++
 					for _, w := range c.s.Warnings {
-						if k := warningKind(w); k != "" && !slices.Contains(c.kinds, k) {
+						k := warningKind(w)
+						if k == kindHighVariance && !hasDelta(tables[ti].metrics[ci]) {
+							continue // a difference around 0: its stddev/|mean| says nothing
+						}
+						if k != "" && !slices.Contains(c.kinds, k) {
 							c.kinds = append(c.kinds, k)
 						}
 					}
 					if c.partial {
 						c.kinds = append(c.kinds, kindPartial)
 					}
+					c.kinds = append(c.kinds, rowKinds...)
 					for _, k := range c.kinds {
 						if count[k] == 0 {
 							kinds = append(kinds, k)
@@ -417,6 +460,9 @@ func assignMarkers(tables []table) notes {
 	used := 0
 	for _, k := range kinds {
 		n := note{kind: k, text: noteText(k, maxCV)}
+		if tn := trial[k]; tn != nil {
+			n.text = trialNoteText(tn.trials, tn.first)
+		}
 		if count[k] < cells {
 			n.marker = markerSymbol(used)
 			used++
@@ -452,7 +498,7 @@ func writeTable(buf *bytes.Buffer, t table, compare bool, ns notes) {
 	header := []string{"params", "datapath"}
 	for _, m := range t.metrics {
 		header = append(header, m)
-		if compare {
+		if compare && hasDelta(m) {
 			header = append(header, "Δ")
 		}
 	}
@@ -477,7 +523,7 @@ func writeTable(buf *bytes.Buffer, t table, compare bool, ns notes) {
 					}
 				}
 				line = append(line, text)
-				if compare {
+				if compare && hasDelta(m) {
 					line = append(line, deltaText(rw, c))
 				}
 			}
@@ -534,4 +580,23 @@ func trimLines(b []byte) []byte {
 		lines[i] = bytes.TrimRight(l, " ")
 	}
 	return bytes.Join(lines, []byte("\n"))
+}
+
+// trialNoteText is the note of a trial warning kind carried by n trials.
+func trialNoteText(n int, first string) string {
+	if n == 1 {
+		return "1 trial warns: " + oneLine(first)
+	}
+	return fmt.Sprintf("%d trials warn, the first: %s", n, oneLine(first))
+}
+
+// hasDelta says whether metric gets a Δ column: every metric but
+// cpu_cores_over_baseline, itself a difference to the baseline.
+func hasDelta(metric string) bool { return metric != results.CPUCoresOverBaseline }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -30,12 +30,22 @@ var (
 		{1 << 40, "TiB"}, {1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}, {1, "B"}}}
 	plainScale = scale{units: []unit{
 		{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}}}
+	// Values in µs (cpu_us_per_transaction).
+	microsScale = scale{sep: " ", units: []unit{
+		{1e6, "s"}, {1e3, "ms"}, {1, "µs"}, {1e-3, "ns"}}}
+	// CPU-seconds per 10⁹ bytes (cpu_seconds_per_gigabyte).
+	perGBScale = scale{sep: " ", units: []unit{
+		{1, "s/GB"}, {1e-3, "ms/GB"}, {1e-6, "µs/GB"}}}
 )
 
 // scaleFor picks the unit family by the metric name's suffix.
 func scaleFor(metric string) scale {
 	metric = strings.TrimSuffix(metric, "_per_core") // a rate per core reads as the rate
 	switch {
+	case strings.HasSuffix(metric, "_us_per_transaction"):
+		return microsScale
+	case strings.HasSuffix(metric, "_seconds_per_gigabyte"):
+		return perGBScale
 	case strings.HasSuffix(metric, "_bps"):
 		return bitsScale
 	case strings.HasSuffix(metric, "_per_s"):
@@ -67,6 +77,8 @@ func (sc scale) pick(v float64) unit {
 //	_per_s  a rate with an SI prefix: "12.3k/s", "1.20M/s", "850/s"
 //	_s      seconds as s, ms, µs or ns ("1.25 ms")
 //	_bytes  bytes as TiB, GiB, MiB, KiB or B (binary prefixes: "1.50 MiB")
+//	_us_per_transaction  µs as s, ms, µs or ns ("2.09 ms")
+//	_seconds_per_gigabyte  as s/GB, ms/GB or µs/GB ("0.473 s/GB")
 //	_per_core  as the rest of the name without it ("throughput_bps_per_core" as _bps)
 //	other   a plain number, with k, M, G or T from 1000 up ("0.734", "12.3k")
 //

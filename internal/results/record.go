@@ -62,8 +62,8 @@ const (
 	// CPUCoresUser, CPUCoresSystem, CPUCoresIRQ, CPUCoresSoftirq and
 	// CPUCoresBusy are machine-wide, from /proc/stat: every process and every
 	// interrupt on the machine, not only the trial's. User includes nice;
-	// busy is user+system+irq+softirq. Per CPU, softirq and busy are also
-	// recorded as For(CPUCoresSoftirq, "cpu0"), ...
+	// busy is user+system+irq+softirq. Per CPU, each is also recorded as
+	// For(CPUCoresSoftirq, "cpu0"), ...
 	CPUCoresUser    = "cpu_cores_user"
 	CPUCoresSystem  = "cpu_cores_system"
 	CPUCoresIRQ     = "cpu_cores_irq"
@@ -85,8 +85,8 @@ const (
 	CPUSecondsClient = "cpu_seconds_client"
 	CPUSecondsServer = "cpu_seconds_server"
 	// ThroughputBPSPerCore, TransactionsPerSPerCore and
-	// ConnectionsPerSPerCore divide the workload's rate by the datapath's
-	// cores (see the runner for which cores).
+	// ConnectionsPerSPerCore divide the workload's rate by the whole path's
+	// cores, CPUCoresPath.
 	ThroughputBPSPerCore    = "throughput_bps_per_core"
 	TransactionsPerSPerCore = "transactions_per_s_per_core"
 	ConnectionsPerSPerCore  = "connections_per_s_per_core"

@@ -1,16 +1,23 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spanperf/spanperf/internal/probe"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
 
@@ -30,13 +37,17 @@ type probed struct {
 // its last length after that, or when run returns. Set-up before (a
 // server, a database, keys) is not in the window. The window begins
 // slightly before the client's own, by the client's start and connect.
-func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, run func(measure workload.MeasureFunc) (*workload.Result, error)) (*workload.Result, *probed, error) {
+//
+// Processes in the namespaces netns (inodes) are the run's own, like this
+// process's descendants; the rest is foreign (see probe.Spec).
+func runProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, netns []uint64, run func(measure workload.MeasureFunc) (*workload.Result, error)) (*workload.Result, *probed, error) {
 	pd := &probed{comps: comps, s: s, err: errNoWindow}
 	var once sync.Once
 	measure := func(delay, length time.Duration) {
 		once.Do(func() {
 			pd.p, pd.err = probe.Start(ctx, probe.Spec{
 				Components: comps,
+				Netns:      netns,
 				Interval:   s.ProbeInterval,
 				Delay:      delay,
 				Window:     length,
@@ -66,15 +77,20 @@ func unprobed(s *scenario.Scenario, comps []results.Component, why error) *probe
 //
 //   - results.CPUCoresGenerator: the load generator's cores, (client CPU
 //     seconds + server CPU seconds) / the client's measured seconds.
+//   - The cost of the path, on one basis for every datapath: the probe's
+//     results.CPUCoresPath (the machine's busy CPU less the foreign CPU of
+//     processes that are not the run's: generator, datapath processes,
+//     kernel threads and softirq alike) per unit of work.
+//     results.CPUSecondsPerGigabyte is path cores × the client's measured
+//     seconds per 10⁹ bytes (stream); results.CPUMicrosPerTransaction is
+//     path cores per transaction per second (transactions_per_s, else
+//     connections_per_s, else requests_per_s), in µs.
 //   - results.ThroughputBPSPerCore, TransactionsPerSPerCore and
-//     ConnectionsPerSPerCore: the workload's rate per datapath core, where
-//     the datapath's cores are the same sum for every datapath, so that
-//     per-core figures compare across kinds: its processes' cores
-//     (results.CPUCoresDatapath, 0 when its only component is the kernel)
-//     plus the machine-wide kernel packet work (results.CPUCoresSoftirq:
-//     veth, routing, in-kernel tunnels, TUN delivery), which has no process.
+//     ConnectionsPerSPerCore: the workload's rate per path core.
 //   - results.JoulesPerGigabyte: results.EnergyJoules per 10⁹ bytes moved
 //     (stream only: the workload that reports bytes).
+//   - A warning in rec.Warnings when the foreign CPU exceeds
+//     results.ForeignCPUWarnCores.
 //
 // A derived metric whose inputs are missing goes to rec.Missing with the
 // reason; one that does not apply to the workload is left out.
@@ -88,7 +104,7 @@ func (pd *probed) addTo(rec *results.Record) {
 		missing[k] = v
 	}
 	if pd.err != nil {
-		for _, k := range []string{results.CPUCoresDatapath, results.CPUCoresSoftirq, results.EnergyJoules} {
+		for _, k := range []string{results.CPUCoresDatapath, results.CPUCoresSoftirq, results.CPUCoresPath, results.EnergyJoules} {
 			missing[k] = "probe: " + pd.err.Error()
 		}
 	}
@@ -119,40 +135,55 @@ func (pd *probed) addTo(rec *results.Record) {
 		missing[results.CPUCoresGenerator] = fmt.Sprintf("the workload did not report its %s CPU", strings.Join(not, " and "))
 	}
 
-	hasProcs := false
-	for _, c := range pd.comps {
-		if c.PID > 0 {
-			hasProcs = true
+	path, pathOK := m[results.CPUCoresPath]
+	pathWhy := ""
+	switch {
+	case !pathOK:
+		why := missing[results.CPUCoresPath]
+		if why == "" {
+			why = "not measured"
 		}
+		pathWhy = results.CPUCoresPath + ": " + why
+	case path <= 0:
+		pathWhy = results.CPUCoresPath + " measured 0"
 	}
-	basis := results.CPUCoresSoftirq
-	soft, softOK := m[results.CPUCoresSoftirq]
-	procs, procsOK := m[results.CPUCoresDatapath]
-	if !hasProcs {
-		procs, procsOK = 0, true
-	} else if !procsOK {
-		basis = results.CPUCoresDatapath
+	perUnit := func(name string, v func() float64) {
+		if pathWhy != "" {
+			missing[name] = pathWhy
+			return
+		}
+		m[name] = v()
 	}
-	cores, coresOK := soft+procs, softOK && procsOK
 	for _, d := range []struct{ rate, perCore string }{
 		{results.ThroughputBPS, results.ThroughputBPSPerCore},
 		{results.TransactionsPerS, results.TransactionsPerSPerCore},
 		{results.ConnectionsPerS, results.ConnectionsPerSPerCore},
 	} {
-		rate, ok := m[d.rate]
-		switch {
-		case !ok:
-		case !coresOK:
-			why := missing[basis]
-			if why == "" {
-				why = "not measured"
-			}
-			missing[d.perCore] = basis + ": " + why
-		case cores <= 0:
-			missing[d.perCore] = basis + " measured 0"
-		default:
-			m[d.perCore] = rate / cores
+		if rate, ok := m[d.rate]; ok {
+			perUnit(d.perCore, func() float64 { return rate / path })
 		}
+	}
+	if bytes, ok := m[results.Bytes]; ok {
+		if bytes <= 0 {
+			missing[results.CPUSecondsPerGigabyte] = "no bytes moved"
+		} else {
+			perUnit(results.CPUSecondsPerGigabyte, func() float64 { return path * secs / (bytes / 1e9) })
+		}
+	}
+	for _, r := range []string{results.TransactionsPerS, results.ConnectionsPerS, workload.MetricRequestsPerS} {
+		rate, ok := m[r]
+		if !ok {
+			continue
+		}
+		if rate <= 0 {
+			missing[results.CPUMicrosPerTransaction] = r + " is 0"
+		} else {
+			perUnit(results.CPUMicrosPerTransaction, func() float64 { return path / rate * 1e6 })
+		}
+		break
+	}
+	if f, ok := m[results.CPUCoresForeign]; ok && f > results.ForeignCPUWarnCores {
+		rec.Warnings = append(rec.Warnings, ForeignWarning(f, pd.res.Foreign))
 	}
 
 	if bytes, ok := m[results.Bytes]; ok {
@@ -169,4 +200,57 @@ func (pd *probed) addTo(rec *results.Record) {
 	if len(missing) > 0 {
 		rec.Missing = missing
 	}
+}
+
+// ForeignWarning is the warning of a trial that shared the machine with
+// cores of foreign CPU (see results.CPUCoresForeign), naming the commands
+// that used the most of it (from procs, by command name).
+func ForeignWarning(cores float64, procs []probe.ProcessCPU) string {
+	byComm := map[string]float64{}
+	var comms []string
+	for _, p := range procs {
+		if _, ok := byComm[p.Comm]; !ok {
+			comms = append(comms, p.Comm)
+		}
+		byComm[p.Comm] += p.Cores
+	}
+	slices.SortStableFunc(comms, func(a, b string) int { return cmp.Compare(byComm[b], byComm[a]) })
+	var top []string
+	for _, c := range comms[:min(3, len(comms))] {
+		top = append(top, fmt.Sprintf("%s %.2f", c, byComm[c]))
+	}
+	who := ""
+	if len(top) > 0 {
+		who = " (" + strings.Join(top, ", ")
+		if len(comms) > 3 {
+			who += ", …"
+		}
+		who += ")"
+	}
+	return fmt.Sprintf("foreign CPU: %.2f cores of processes not in the run%s shared the machine; the CPU figures exclude them, but the rates may be lower", cores, who)
+}
+
+// runNetns returns the inodes of the network namespaces of the testbed
+// site belongs to: every namespace named for its run, the datapath's own
+// included. It is empty for a site that is not a local namespace.
+func runNetns(site testbed.Site) []uint64 {
+	ns, ok := site.(*netns.Site)
+	if !ok {
+		return nil
+	}
+	run := netns.RunOf(ns.Namespace())
+	if run == "" {
+		return nil
+	}
+	var out []uint64
+	for _, name := range netns.ListNamed() {
+		if netns.RunOf(name) != run {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join(netns.NetnsDir, name), &st) == nil {
+			out = append(out, st.Ino)
+		}
+	}
+	return out
 }

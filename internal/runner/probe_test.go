@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -54,10 +55,28 @@ warmup: 300ms
 			continue
 		}
 		m := r.Metrics
-		t.Logf("%s %s: datapath %.3f cores, generator %.3f, softirq %.3f, busy %.3f, energy %.2f J (estimated %v), per core %.4g, J/GB %.3g; missing %v",
+		t.Logf("%s %s: datapath %.3f cores, generator %.3f, softirq %.3f, busy %.3f, foreign %.3f, path %.3f, energy %.2f J (estimated %v), per core %.4g, CPU-s/GB %.3g, µs/transaction %.3g, J/GB %.3g; missing %v; warnings %q",
 			r.Datapath, r.Workload, m[results.CPUCoresDatapath], m[results.CPUCoresGenerator], m[results.CPUCoresSoftirq],
-			m[results.CPUCoresBusy], m[results.EnergyJoules], m[results.EnergyEstimated],
-			m[results.ThroughputBPSPerCore]+m[results.TransactionsPerSPerCore], m[results.JoulesPerGigabyte], r.Missing)
+			m[results.CPUCoresBusy], m[results.CPUCoresForeign], m[results.CPUCoresPath], m[results.EnergyJoules], m[results.EnergyEstimated],
+			m[results.ThroughputBPSPerCore]+m[results.TransactionsPerSPerCore], m[results.CPUSecondsPerGigabyte],
+			m[results.CPUMicrosPerTransaction], m[results.JoulesPerGigabyte], r.Missing, r.Warnings)
+		path, pok := m[results.CPUCoresPath]
+		foreign, fok := m[results.CPUCoresForeign]
+		if !pok || !fok || math.Abs(path-max(m[results.CPUCoresBusy]-foreign, 0)) > 1e-9 {
+			t.Errorf("%s %s: path %v (present %v), foreign %v (present %v), busy %v: want path = busy − foreign",
+				r.Datapath, r.Workload, path, pok, foreign, fok, m[results.CPUCoresBusy])
+		}
+		// The generator, at least, is on the path.
+		if path < m[results.CPUCoresGenerator]*0.8 {
+			t.Errorf("%s %s: path %.3f cores below the generator's %.3f", r.Datapath, r.Workload, path, m[results.CPUCoresGenerator])
+		}
+		cost := results.CPUSecondsPerGigabyte
+		if r.Workload == "rr" {
+			cost = results.CPUMicrosPerTransaction
+		}
+		if m[cost] <= 0 {
+			t.Errorf("%s %s: %s %v (missing %q)", r.Datapath, r.Workload, cost, m[cost], r.Missing[cost])
+		}
 		if m[results.CPUCoresGenerator] <= 0 {
 			t.Errorf("%s %s: cpu_cores_generator %v", r.Datapath, r.Workload, m[results.CPUCoresGenerator])
 		}

@@ -219,7 +219,7 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		res, err = w.Run(tctx, env)
 		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
 	} else {
-		res, probed, err = runProbed(tctx, s, link.Components, func(probe workload.MeasureFunc) (*workload.Result, error) {
+		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func(probe workload.MeasureFunc) (*workload.Result, error) {
 			env.Measure = func(delay, length time.Duration) {
 				measure(delay, length)
 				probe(delay, length)

@@ -65,7 +65,7 @@ func TestProbeWindowIsMeasuredWindow(t *testing.T) {
 	rec := cgs.run(o, Trial{Point: scenario.Point{Workload: "fake"}}, func(measure workload.MeasureFunc) results.Record {
 		rec := results.Record{Metrics: map[string]float64{}}
 		var err error
-		_, pd, err = runProbed(context.Background(), s, comps, func(probe workload.MeasureFunc) (*workload.Result, error) {
+		_, pd, err = runProbed(context.Background(), s, comps, nil, func(probe workload.MeasureFunc) (*workload.Result, error) {
 			env := workload.Env{Measure: func(d, l time.Duration) { measure(d, l); probe(d, l) }}
 			time.Sleep(setupTime) // set-up: "setup" spins
 			setup.Signal(syscall.SIGSTOP)
@@ -117,7 +117,7 @@ func TestProbeWindowIsMeasuredWindow(t *testing.T) {
 func TestProbeWithoutWindow(t *testing.T) {
 	s := &scenario.Scenario{Warmup: 0, Duration: 100 * time.Millisecond}
 	comps := []results.Component{{Name: "kernel", Role: "kernel"}}
-	_, pd, err := runProbed(context.Background(), s, comps, func(workload.MeasureFunc) (*workload.Result, error) {
+	_, pd, err := runProbed(context.Background(), s, comps, nil, func(workload.MeasureFunc) (*workload.Result, error) {
 		time.Sleep(150 * time.Millisecond)
 		return &workload.Result{}, nil
 	})
