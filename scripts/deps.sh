@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want=(iproute2 ca-certificates procps
+want=(iproute2 ca-certificates procps python3
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
   haproxy openvswitch-switch socat ethtool

@@ -53,7 +53,7 @@ func TestCustomRelayCostPerTransaction(t *testing.T) {
 	const spinUS, readsPerTx, rate = 1000, 2, 200
 	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
-		t.Skipf("python3 not found: %v", err)
+		t.Fatalf("python3 (scripts/deps.sh installs it) not found: %v", err)
 	}
 	script, err := filepath.Abs("testdata/spinrelay.py")
 	if err != nil {
