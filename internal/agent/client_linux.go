@@ -486,16 +486,6 @@ func pacedMetrics(m map[string]float64, rateName string, target float64, lag *hd
 // seconds, with its sample count. A tail percentile with too few samples
 // behind it (results.TailMinSamples) is left out, and missing says why.
 func latencyMetrics(h *hdrhistogram.Histogram) (m map[string]float64, missing map[string]string) {
-	ns := func(v int64) float64 { return float64(v) / 1e9 }
-	m = map[string]float64{
-		results.LatencyP50:     ns(h.ValueAtQuantile(50)),
-		results.LatencyP90:     ns(h.ValueAtQuantile(90)),
-		results.LatencyP99:     ns(h.ValueAtQuantile(99)),
-		results.LatencyP999:    ns(h.ValueAtQuantile(99.9)),
-		results.LatencyP9999:   ns(h.ValueAtQuantile(99.99)),
-		results.LatencyMax:     ns(h.Max()),
-		results.LatencyMean:    h.Mean() / 1e9,
-		results.LatencySamples: float64(h.TotalCount()),
-	}
+	m = results.LatencyMetrics(h)
 	return m, results.DropThinTails(m, nil)
 }

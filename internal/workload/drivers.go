@@ -209,17 +209,7 @@ func histogramMetrics(h *hdrhistogram.Histogram) (map[string]float64, string, er
 	if err != nil {
 		return nil, "", fmt.Errorf("encode histogram: %w", err)
 	}
-	ns := func(v int64) float64 { return float64(v) / 1e9 }
-	return map[string]float64{
-		results.LatencyP50:     ns(h.ValueAtQuantile(50)),
-		results.LatencyP90:     ns(h.ValueAtQuantile(90)),
-		results.LatencyP99:     ns(h.ValueAtQuantile(99)),
-		results.LatencyP999:    ns(h.ValueAtQuantile(99.9)),
-		results.LatencyMax:     ns(h.Max()),
-		results.LatencyMean:    h.Mean() / 1e9,
-		results.LatencyP9999:   ns(h.ValueAtQuantile(99.99)),
-		results.LatencySamples: float64(h.TotalCount()),
-	}, string(enc), nil
+	return results.LatencyMetrics(h), string(enc), nil
 }
 
 // newLatencyHist is a histogram of nanoseconds up to a minute, 3 digits.
