@@ -37,6 +37,14 @@ image: deps
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/spanperf-static ./cmd/spanperf
 	bin/spanperf-static image -o bin/spanperf.tar --tag $(IMAGE_TAG)
 
+## test-kube: the Kubernetes harness's smoke test (test/kube/smoke.sh, needs root):
+## two real single-node clusters (binaries built once into /var/cache/spanperf/kube),
+## the agent image as pods, rr and stream across the clusters' pod IPs, teardown,
+## and a check that nothing is left. Not part of `make test` yet.
+test-kube:
+	@if [ "$$(id -u)" != 0 ]; then echo "make test-kube needs root: it runs two Kubernetes clusters (containerd, kubelet, network namespaces)" >&2; exit 1; fi
+	test/kube/smoke.sh
+
 ## fuzz: a longer run of the scenario parser's fuzzer
 fuzz: deps
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/scenario/
