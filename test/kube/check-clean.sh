@@ -9,7 +9,7 @@ BASE=${1:-/dev/null}
 left=()
 for p in $(ls /proc | grep -E '^[0-9]+$'); do
   [ "$p" = $$ ] && continue
-  c=$(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null) || continue
+  c=$(tr "\0" " " 2>/dev/null < /proc/$p/cmdline) || continue
   case "$c" in *"$STATE"*|*"/run/netns/spk"*) case "$c" in *check-clean.sh*) ;; *) left+=("process $p: ${c:0:120}");; esac;; esac
 done
 while read -r m; do left+=("mount $m"); done < <(awk '{print $5}' /proc/self/mountinfo | grep "^$STATE" || true)

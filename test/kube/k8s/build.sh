@@ -23,7 +23,7 @@ pk=(); for t in $BINS; do pk+=("k8s.io/kubernetes/cmd/$t"); done
 T0=$(date +%s)
 echo "kubernetes $V: building ${BINS// /, } (cold: several minutes, ~2 GB memory)" >&2
 CGO_ENABLED=0 go build -mod=mod -trimpath -ldflags "$LDF" -o "$TMP/" "${pk[@]}"
-rm -rf "$CACHE/bin"; mv "$TMP" "$CACHE/bin"; trap - EXIT
+chmod 755 "$TMP"; rm -rf "$CACHE/bin"; mv "$TMP" "$CACHE/bin"; trap - EXIT
 echo "$STAMP" > "$CACHE/stamp"
 echo "kubernetes $V: built in $(( $(date +%s) - T0 )) s" >&2
 echo "$CACHE/bin"
