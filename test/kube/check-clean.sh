@@ -3,7 +3,8 @@
 # command line names $STATE or a cluster namespace, a mount under $STATE, a spk* or pod (cni-*)
 # network namespace, a spk* link, a host route to a cluster pod range, a /spkube* cgroup, a KUBE-*
 # iptables chain in the host, or $STATE itself (containerd root and state). With a baseline file
-# (netns list taken before up), only cni-* namespaces not in it count.
+# (lib.sh's snapshot, taken before up): a cni-* netns, a dir or a shim socket containerd or CNI
+# made outside their roots that the baseline lacks.
 source "$(dirname "$0")/lib.sh"
 BASE=${1:-/dev/null}
 left=()
@@ -23,5 +24,8 @@ for ipt in iptables ip6tables; do for t in filter nat mangle; do
   for c in $($ipt -t $t -S 2>/dev/null | awk '/^-N KUBE-/{print $2}'); do left+=("$ipt -t $t chain $c"); done
 done; done
 [ -e "$STATE" ] && left+=("state dir $STATE")
+if [ "$BASE" != /dev/null ]; then  # what containerd and CNI made outside their roots
+  for x in $(snapshot | grep -E '^(dir|sock):'); do grep -qx "$x" "$BASE" || left+=("${x%%:*} ${x#*:}"); done
+fi
 if [ ${#left[@]} -gt 0 ]; then printf 'left behind: %s\n' "${left[@]}" >&2; exit 1; fi
 echo "nothing left behind"

@@ -20,3 +20,12 @@ cluster_vars() {  # sets the per-cluster names and addresses of cluster $1
   ETCD_PORT=2379; API_PORT=6443; KUBELET_PORT=10250
   K=$D/kubectl
 }
+# Dirs containerd and CNI make outside their configured roots: down.sh removes those the
+# clusters created (empty ones); snapshot() lists what exists, for check-clean.sh.
+OUTSIDE_DIRS="/run/containerd/s /run/containerd /var/lib/cni/results /var/lib/cni"
+snapshot() {  # netns names, "dir:D" for each existing OUTSIDE_DIRS entry, "sock:S" in /run/containerd/s
+  ip netns list 2>/dev/null | awk '{print $1}'
+  for d in $OUTSIDE_DIRS; do [ -d "$d" ] && echo "dir:$d"; done
+  { ls /run/containerd/s 2>/dev/null || true; } | sed 's/^/sock:/'
+  true
+}

@@ -7,7 +7,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 T0=$(ts)
 if [ -e "$STATE" ]; then echo "smoke: $STATE exists: clusters up already? run test/kube/down.sh first" >&2; exit 1; fi
-BASE=$(mktemp); ip netns list 2>/dev/null | awk '{print $1}' > "$BASE"
+BASE=$(mktemp); snapshot > "$BASE"
 finish() {
   rc=$?
   if [ $rc != 0 ] && [ -d "$STATE" ]; then

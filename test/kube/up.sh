@@ -18,7 +18,7 @@ T1=$(ts)
 K8S_BIN=$("$HERE/k8s/build.sh" | tail -1); export K8S_BIN
 T2=$(ts)
 mkdir -p "$IMAGES"
-ls /run/containerd/s 2>/dev/null > "$STATE/baseline-containerd-s" || true
+snapshot > "$STATE/baseline"
 cat /proc/sys/net/ipv4/ip_forward > "$STATE/ip_forward"
 trap '[ "${KEEP:-0}" = 1 ] || "$HERE/down.sh"' ERR
 make -s -C "$REPO" image IMAGE_TAG="$AGENT_IMAGE" >/dev/null
