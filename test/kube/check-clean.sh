@@ -1,6 +1,6 @@
 #!/bin/bash
 # Fails (exit 1), listing each item, if the test clusters left anything behind: a process whose
-# command line names $STATE or a cluster namespace, a mount under $STATE, a spk* or pod (cni-*)
+# command line names $STATE or a cluster namespace or that sits in a cluster's cgroup, a mount under $STATE, a spk* or pod (cni-*)
 # network namespace, a spk* link, a host route to a cluster pod range, a /spkube* cgroup, a KUBE-*
 # iptables chain in the host, or $STATE itself (containerd root and state). With a baseline file
 # (lib.sh's snapshot, taken before up): a cni-* netns, a dir or a shim socket containerd or CNI
@@ -12,6 +12,9 @@ for p in $(ls /proc | grep -E '^[0-9]+$'); do
   [ "$p" = $$ ] && continue
   c=$(tr "\0" " " 2>/dev/null < /proc/$p/cmdline) || continue
   case "$c" in *"$STATE"*|*"/run/netns/spk"*) case "$c" in *check-clean.sh*) ;; *) left+=("process $p: ${c:0:120}");; esac;; esac
+done
+for p in $(cat /sys/fs/cgroup/pids/spkube*/cgroup.procs $(find /sys/fs/cgroup/pids/spkube* -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null | sort -u); do
+  left+=("process $p in a cluster cgroup: $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline | cut -c1-100)")
 done
 while read -r m; do left+=("mount $m"); done < <(awk '{print $5}' /proc/self/mountinfo | grep "^$STATE" || true)
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do

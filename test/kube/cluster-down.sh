@@ -31,7 +31,7 @@ phase daemons
 if alive containerd; then  # leftover sandboxes: remember their netns, kill their tasks
   for c in $(ctr -a "$D/containerd.sock" -n k8s.io containers ls -q 2>/dev/null); do
     ctr -a "$D/containerd.sock" -n k8s.io containers info "$c" 2>/dev/null | grep -o '"/var/run/netns/cni-[0-9a-f-]*"' | tr -d '"' | xargs -rn1 basename
-  done | sort -u > "$D/leftover-netns.txt"
+  done > "$D/leftover-netns.txt"
   for t in $(ctr -a "$D/containerd.sock" -n k8s.io tasks ls -q 2>/dev/null); do ctr -a "$D/containerd.sock" -n k8s.io tasks kill -s KILL "$t" 2>/dev/null; done
   sleep 1
 fi
@@ -40,9 +40,17 @@ for p in $(ls /proc | grep -E '^[0-9]+$'); do
   if { tr '\0' ' ' < /proc/$p/cmdline; } 2>/dev/null | grep -q "containerd-shim.* -address $D/containerd.sock"; then kill -9 "$p" 2>/dev/null; fi
 done
 stop containerd
+LEFT_NS=$(cat "$D/leftover-netns.txt" 2>/dev/null)
+# backstop: whatever still runs in this cluster's cgroups is one of its containers (its shim
+# killed, its pod never deleted, e.g. after a kill -9 of the harness): note its netns, kill it
+for p in $(cat /sys/fs/cgroup/pids${CGROOT}/cgroup.procs $(find /sys/fs/cgroup/pids${CGROOT} -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null | sort -u); do
+  LEFT_NS+=" $(ip netns identify "$p" 2>/dev/null | grep '^cni-')"
+  kill -9 "$p" 2>/dev/null
+done
+sleep 0.2
 phase containerd
 for m in $(awk '{print $5}' /proc/self/mountinfo | grep "^$D/" | sort -r); do umount -l "$m" 2>/dev/null; done
-for ns in $(cat "$D/leftover-netns.txt" 2>/dev/null); do ip netns del "$ns" 2>/dev/null; done
+for ns in $(echo $LEFT_NS | tr " " "\n" | sort -u); do ip netns del "$ns" 2>/dev/null; done
 rm -f /var/lib/cni/results/spk$N-*
 ip route del $POD_CIDR 2>/dev/null
 ip netns del $NS 2>/dev/null   # the veth pair, the bridge and the namespace's iptables go with it

@@ -10,6 +10,7 @@ if [ -e "$STATE" ]; then echo "smoke: $STATE exists: clusters up already? run te
 BASE=$(mktemp); snapshot > "$BASE"
 finish() {
   rc=$?
+  trap '' INT TERM   # a second ^C must not cut the teardown short (children inherit this)
   if [ $rc != 0 ] && [ -d "$STATE" ]; then
     for n in 1 2; do for l in kubelet containerd; do
       [ -f "$STATE/c$n/logs/$l.log" ] && { echo "--- c$n $l.log (tail)"; tail -n 15 "$STATE/c$n/logs/$l.log"; }
