@@ -3,9 +3,12 @@ package image_test
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"debug/elf"
 	"errors"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,8 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/spanperf/spanperf/internal/image"
@@ -184,5 +189,37 @@ func TestSpecDefaultsAndValidate(t *testing.T) {
 		if err := (image.Spec{Binary: "x", Tag: bad}).Validate(); err == nil {
 			t.Errorf("tag %q accepted", bad)
 		}
+	}
+}
+
+// Push uploads to a real registry (go-containerregistry's, on loopback) and
+// the image read back from it is the one built.
+func TestPushToRegistry(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	img, err := image.Build(image.Spec{Binary: staticBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := host + "/spanperf/agent:test"
+	if err := image.Push(context.Background(), ref, img); err != nil {
+		t.Fatal(err)
+	}
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("pull back %s: %v", ref, err)
+	}
+	want, _ := img.Digest()
+	got, err := back.Digest()
+	if err != nil || got != want {
+		t.Errorf("pulled digest %v (%v), pushed %v", got, err, want)
+	}
+	if err := image.Push(context.Background(), "UPPER/x:1", img); err == nil || !strings.Contains(err.Error(), "push reference") {
+		t.Errorf("bad reference: %v", err)
 	}
 }
