@@ -13,7 +13,7 @@ for p in $(ls /proc | grep -E '^[0-9]+$'); do
   c=$(tr "\0" " " 2>/dev/null < /proc/$p/cmdline) || continue
   case "$c" in *"$STATE"*|*"/run/netns/spk"*) case "$c" in *check-clean.sh*) ;; *) left+=("process $p: ${c:0:120}");; esac;; esac
 done
-for p in $(cat /sys/fs/cgroup/pids/spkube*/cgroup.procs $(find /sys/fs/cgroup/pids/spkube* -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null | sort -u); do
+for p in $(cgroup_pids 'spkube*'); do
   left+=("process $p in a cluster cgroup: $(tr '\0' ' ' 2>/dev/null < /proc/$p/cmdline | cut -c1-100)")
 done
 while read -r m; do left+=("mount $m"); done < <(awk '{print $5}' /proc/self/mountinfo | grep "^$STATE" || true)
@@ -22,7 +22,7 @@ for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
 done
 while read -r l; do left+=("link $l"); done < <(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep '^spk' || true)
 while read -r r; do left+=("route $r"); done < <(ip route show | grep -E '^198\.18\.(128|144)\.0/20' || true)
-for h in /sys/fs/cgroup/*/spkube*; do [ -e "$h" ] && left+=("cgroup $h"); done
+for h in $(cgroup_dirs 'spkube*'); do left+=("cgroup $h"); done
 for ipt in iptables ip6tables; do for t in filter nat mangle; do
   for c in $($ipt -t $t -S 2>/dev/null | awk '/^-N KUBE-/{print $2}'); do left+=("$ipt -t $t chain $c"); done
 done; done

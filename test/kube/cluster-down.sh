@@ -43,7 +43,7 @@ stop containerd
 LEFT_NS=$(cat "$D/leftover-netns.txt" 2>/dev/null)
 # backstop: whatever still runs in this cluster's cgroups is one of its containers (its shim
 # killed, its pod never deleted, e.g. after a kill -9 of the harness): note its netns, kill it
-for p in $(cat /sys/fs/cgroup/pids${CGROOT}/cgroup.procs $(find /sys/fs/cgroup/pids${CGROOT} -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null | sort -u); do
+for p in $(cgroup_pids "${CGROOT#/}"); do
   LEFT_NS+=" $(ip netns identify "$p" 2>/dev/null | grep '^cni-')"
   kill -9 "$p" 2>/dev/null
 done
@@ -54,7 +54,7 @@ for ns in $(echo $LEFT_NS | tr " " "\n" | sort -u); do ip netns del "$ns" 2>/dev
 rm -f /var/lib/cni/results/spk$N-*
 ip route del $POD_CIDR 2>/dev/null
 ip netns del $NS 2>/dev/null   # the veth pair, the bridge and the namespace's iptables go with it
-for h in /sys/fs/cgroup/*/${CGROOT#/}; do [ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null; done
+for h in $(cgroup_dirs "${CGROOT#/}"); do find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null; done
 rm -rf "$D"
 phase rest
 echo "cluster $N down (cumulative s):$PH"

@@ -13,7 +13,8 @@ mkdir -p "$D"/{certs,net.d,cni-ipam,runc,containerd/root,containerd/state,kubele
 T0=$(ts)
 
 # cgroup root of this kubelet (cgroupfs driver): it must exist in every v1 hierarchy
-for h in /sys/fs/cgroup/*/; do case "$h" in */unified/) continue;; esac; mkdir -p "$h${CGROOT#/}"; done
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then mkdir -p "/sys/fs/cgroup${CGROOT}"   # v2
+else for h in /sys/fs/cgroup/*/; do case "$h" in */unified/) continue;; esac; mkdir -p "$h${CGROOT#/}"; done; fi
 
 # the namespace, its veth to the host, the host's route to the pod CIDR
 ip netns add $NS; ip -n $NS link set lo up

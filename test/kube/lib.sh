@@ -29,3 +29,7 @@ snapshot() {  # netns names, "dir:D" for each existing OUTSIDE_DIRS entry, "sock
   { ls /run/containerd/s 2>/dev/null || true; } | sed 's/^/sock:/'
   true
 }
+# cgroup_dirs NAME: the cgroup directories named NAME at the top of every hierarchy (v1: one per
+# controller; v2: one); cgroup_pids NAME: the processes in them or below.
+cgroup_dirs() { local h; for h in /sys/fs/cgroup/$1 /sys/fs/cgroup/*/$1; do [ -d "$h" ] && echo "$h"; done; true; }
+cgroup_pids() { local d; for d in $(cgroup_dirs "$1"); do find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null; done | sort -u; }
