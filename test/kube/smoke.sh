@@ -1,7 +1,8 @@
 #!/bin/bash
 # Smoke test of the Kubernetes harness (make test-kube): two clusters up, the spanperf agent image
 # as a pod in each, a bounded rr and stream from each cluster's pod to the other's pod IP (across
-# the host's routes between the pod ranges), both clusters down, then check-clean.sh: nothing left.
+# the host's routes between the pod ranges; the stream's bytes are checked against the host veth's
+# counter toward the server's cluster), both clusters down, then check-clean.sh: nothing left.
 # Exit 0 only if every step and the leftover check pass. KEEP=1 leaves the clusters up.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +46,11 @@ for dir in "1 $K1 $IP2" "2 $K2 $IP1"; do
   for ip in "$3"; do case "$ip" in 198.18.*) ;; *) echo "smoke: pod IP $ip outside 198.18.0.0/15" >&2; exit 1;; esac; done
   rr=$("$2" exec agent -- /spanperf agent client --mode rr --target "$3:7100" --duration 1s --request-size 64 --response-size 64)
   echo "smoke: spk$1 -> $3 rr: $(check "$rr" transactions_per_s)"
+  # the stream's bytes must cross the host's route into the other cluster: its veth counts them
+  other=$((3 - $1)); vtx=/sys/class/net/spkv${other}h/statistics/tx_bytes; b0=$(cat $vtx)
   st=$("$2" exec agent -- /spanperf agent client --mode stream --target "$3:7100" --duration 1s --message-size 65536)
-  echo "smoke: spk$1 -> $3 stream: $(check "$st" throughput_bps)"
+  crossed=$(( $(cat $vtx) - b0 ))
+  echo "smoke: spk$1 -> $3 stream: $(check "$st" throughput_bps), host veth spkv${other}h carried $crossed B"
+  python3 -c 'import json,sys; b=json.loads(sys.argv[1])["metrics"]["bytes"]; c=int(sys.argv[2])
+assert 0.9*b <= c <= 1.2*b+1e6, "stream reported %d B, host veth to the server cluster carried %d B" % (b, c)' "$st" "$crossed"
 done
