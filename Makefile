@@ -6,7 +6,7 @@ BIN     := bin/spanperf
 REV     := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/spanperf/spanperf/internal/version.Revision=$(REV)
 
-.PHONY: all deps build demo test fuzz bench clean
+.PHONY: all deps build demo test fuzz bench clean image test-kube
 all: build
 
 deps:
@@ -29,6 +29,21 @@ test:
 	@$(MAKE) --no-print-directory build
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 9m ./...
+
+## image: the agent image, bin/spanperf.tar (a static spanperf at /spanperf;
+## load it with `ctr -n k8s.io images import`); IMAGE_TAG names it.
+IMAGE_TAG ?= spanperf.local/spanperf:dev
+image: deps
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/spanperf-static ./cmd/spanperf
+	bin/spanperf-static image -o bin/spanperf.tar --tag $(IMAGE_TAG)
+
+## test-kube: the Kubernetes harness's smoke test (test/kube/smoke.sh, needs root):
+## two real single-node clusters (binaries built once into /var/cache/spanperf/kube),
+## the agent image as pods, rr and stream across the clusters' pod IPs, teardown,
+## and a check that nothing is left. Not part of `make test` yet.
+test-kube:
+	@if [ "$$(id -u)" != 0 ]; then echo "make test-kube needs root: it runs two Kubernetes clusters (containerd, kubelet, network namespaces)" >&2; exit 1; fi
+	test/kube/smoke.sh
 
 ## fuzz: a longer run of the scenario parser's fuzzer
 fuzz: deps

@@ -26,6 +26,9 @@ Usage:
   spanperf clean                  remove what a killed run left behind
   spanperf doctor                 what can run on this machine, and why not
   spanperf list                   datapaths and workloads
+  spanperf image -o FILE [--tag REF] [--binary PATH] [--push REF]
+                                  build the agent image (a static binary at /spanperf)
+                                  as a tarball for ctr/docker load, or push it
   spanperf version
 `
 
@@ -58,6 +61,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return cmdDoctor(rest, stdout, stderr)
 	case "list":
 		return cmdList(rest, stdout, stderr)
+	case "image":
+		return cmdImage(rest, stdout, stderr)
 	case "agent":
 		return agent.Main(rest, stdout, stderr)
 	case "version", "--version":

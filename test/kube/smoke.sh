@@ -1,0 +1,56 @@
+#!/bin/bash
+# Smoke test of the Kubernetes harness (make test-kube): two clusters up, the spanperf agent image
+# as a pod in each, a bounded rr and stream from each cluster's pod to the other's pod IP (across
+# the host's routes between the pod ranges; the stream's bytes are checked against the host veth's
+# counter toward the server's cluster), both clusters down, then check-clean.sh: nothing left.
+# Exit 0 only if every step and the leftover check pass. KEEP=1 leaves the clusters up.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+T0=$(ts)
+if [ -e "$STATE" ]; then echo "smoke: $STATE exists: clusters up already? run test/kube/down.sh first" >&2; exit 1; fi
+BASE=$(mktemp); snapshot > "$BASE"
+finish() {
+  rc=$?
+  trap '' INT TERM   # a second ^C must not cut the teardown short (children inherit this)
+  if [ $rc != 0 ] && [ -d "$STATE" ]; then
+    for n in 1 2; do for l in kubelet containerd; do
+      [ -f "$STATE/c$n/logs/$l.log" ] && { echo "--- c$n $l.log (tail)"; tail -n 15 "$STATE/c$n/logs/$l.log"; }
+    done; done >&2
+  fi
+  [ "${KEEP:-0}" = 1 ] && { rm -f "$BASE"; exit $rc; }
+  T=$(ts); "$HERE/down.sh" >/dev/null; echo "smoke: down $(since $T) s"
+  "$HERE/check-clean.sh" "$BASE" || rc=1
+  rm -f "$BASE"
+  [ $rc = 0 ] && echo "smoke: OK in $(since $T0) s" || echo "smoke: FAILED (exit $rc)" >&2
+  exit $rc
+}
+trap finish EXIT
+"$HERE/up.sh"
+T1=$(ts)
+K1=$STATE/c1/kubectl; K2=$STATE/c2/kubectl
+for K in "$K1" "$K2"; do sed "s#AGENT_IMAGE#$AGENT_IMAGE#" "$HERE/agent-pod.yaml" | "$K" apply -f - >/dev/null; done
+for K in "$K1" "$K2"; do
+  if ! "$K" wait --for=condition=Ready pod/agent --timeout=60s >/dev/null; then
+    "$K" describe pod agent | tail -n 20 >&2; exit 1
+  fi
+done
+IP1=$("$K1" get pod agent -o jsonpath='{.status.podIP}'); IP2=$("$K2" get pod agent -o jsonpath='{.status.podIP}')
+echo "smoke: agent pods Ready in $(since $T1) s: spk1 $IP1, spk2 $IP2"
+check() {  # $1 = JSON record of `agent client`, $2 = metric that must be > 0
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); m=r.get("metrics",{}); v=m.get(sys.argv[2],0)
+assert not r.get("error") and v > 0, r.get("error") or sys.argv[2]+" missing or 0"
+print("%s=%.4g p50=%s" % (sys.argv[2], v, m.get("latency_p50_s","-")))' "$1" "$2"
+}
+for dir in "1 $K1 $IP2" "2 $K2 $IP1"; do
+  set -- $dir
+  for ip in "$3"; do case "$ip" in 198.18.*) ;; *) echo "smoke: pod IP $ip outside 198.18.0.0/15" >&2; exit 1;; esac; done
+  rr=$("$2" exec agent -- /spanperf agent client --mode rr --target "$3:7100" --duration 1s --request-size 64 --response-size 64)
+  echo "smoke: spk$1 -> $3 rr: $(check "$rr" transactions_per_s)"
+  # the stream's bytes must cross the host's route into the other cluster: its veth counts them
+  other=$((3 - $1)); vtx=/sys/class/net/spkv${other}h/statistics/tx_bytes; b0=$(cat $vtx)
+  st=$("$2" exec agent -- /spanperf agent client --mode stream --target "$3:7100" --duration 1s --message-size 65536)
+  crossed=$(( $(cat $vtx) - b0 ))
+  echo "smoke: spk$1 -> $3 stream: $(check "$st" throughput_bps), host veth spkv${other}h carried $crossed B"
+  python3 -c 'import json,sys; b=json.loads(sys.argv[1])["metrics"]["bytes"]; c=int(sys.argv[2])
+assert 0.9*b <= c <= 1.2*b+1e6, "stream reported %d B, host veth to the server cluster carried %d B" % (b, c)' "$st" "$crossed"
+done
