@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,7 +13,6 @@ import (
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
 	"github.com/spanperf/spanperf/internal/probe/probetest"
 	"github.com/spanperf/spanperf/internal/results"
-	"github.com/spanperf/spanperf/internal/runner"
 )
 
 // medians returns, per datapath, the median of metric over the successful
@@ -74,7 +72,7 @@ func TestCustomRelayCostPerTransaction(t *testing.T) {
     ready: "{site_addr}:17100"
 `, label, relay, script, spin)
 	}
-	o := newRun(t, `name: cost
+	recs := runRecords(t, `name: cost
 baseline: native
 datapaths:
   - native
@@ -87,13 +85,6 @@ repetitions: 3
 duration: 4s
 warmup: 500ms
 `, rate))
-	if err := runner.Run(context.Background(), o); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := o.Dir.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, r := range recs {
 		m := r.Metrics
 		t.Logf("%-6s rep %d: %.1f tx/s, path %.3f cores (busy %.3f, foreign %.3f), relay %.3f cores, %.1f µs/transaction; warnings %q",
@@ -137,14 +128,7 @@ duration: 3s
 warmup: 300ms
 `
 	run := func() results.Record {
-		o := newRun(t, src)
-		if err := runner.Run(context.Background(), o); err != nil {
-			t.Fatal(err)
-		}
-		recs, err := o.Dir.Records()
-		if err != nil {
-			t.Fatal(err)
-		}
+		recs := runRecords(t, src)
 		if len(recs) != 1 || recs[0].Error != "" {
 			t.Fatalf("records %+v", recs)
 		}
@@ -187,7 +171,7 @@ func TestVXLANCostsMorePerGigabyte(t *testing.T) {
 	datapathtest.RequireRoot(t)
 	datapathtest.New(t, "vxlan", nil) // skips where vxlan cannot run
 	const reps = 5
-	o := newRun(t, fmt.Sprintf(`name: vxlan-cost
+	recs := runRecords(t, fmt.Sprintf(`name: vxlan-cost
 baseline: native
 datapaths: [native, vxlan]
 workloads:
@@ -196,13 +180,6 @@ repetitions: %d
 duration: 2s
 warmup: 300ms
 `, reps))
-	if err := runner.Run(context.Background(), o); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := o.Dir.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
 	vals := map[string][]float64{}
 	for _, r := range recs {
 		m := r.Metrics
@@ -258,7 +235,7 @@ func TestDetachedDaemonInRunNetnsIsOwn(t *testing.T) {
 	if err := os.Symlink(exe, daemon); err != nil {
 		t.Fatal(err)
 	}
-	o := newRun(t, fmt.Sprintf(`name: netns-own
+	recs := runRecords(t, fmt.Sprintf(`name: netns-own
 datapaths:
   - name: custom
     label: detached
@@ -272,13 +249,6 @@ repetitions: 1
 duration: 3s
 warmup: 500ms
 `, probetest.HogEnv, duty, daemon))
-	if err := runner.Run(context.Background(), o); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := o.Dir.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(recs) != 1 || recs[0].Error != "" {
 		t.Fatalf("records %+v", recs)
 	}

@@ -150,6 +150,21 @@ func newRun(t *testing.T, src string) runner.Options {
 	return runner.Options{Scenario: s, Dir: dir, Seed: 1}
 }
 
+// runRecords runs the scenario src through the runner and returns its
+// records.
+func runRecords(t *testing.T, src string) []results.Record {
+	t.Helper()
+	o := newRun(t, src)
+	if err := runner.Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := o.Dir.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
 // A limits sweep through the runner: each trial runs under its limit and
 // says so, its cgroup CPU stays under it, native (which has no tunnel
 // process) runs once without the limit, and no cgroup is left.

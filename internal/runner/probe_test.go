@@ -1,15 +1,12 @@
 package runner_test
 
 import (
-	"context"
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
 	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
-	"github.com/spanperf/spanperf/internal/runner"
 	"github.com/spanperf/spanperf/internal/scenario"
 )
 
@@ -34,18 +31,7 @@ warmup: 300ms
 	for _, d := range s.Datapaths {
 		datapathtest.New(t, d.Name, d.Options) // skips where the machine cannot run one
 	}
-	dir, err := results.Create(filepath.Join(t.TempDir(), "run"), results.Manifest{Run: runner.NewID(), Scenario: []byte("{}")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	if err := runner.Run(context.Background(), runner.Options{Scenario: s, Dir: dir, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := dir.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := runRecords(t, src)
 	if len(recs) != 4 {
 		t.Fatalf("%d records, want 4", len(recs))
 	}

@@ -1,16 +1,11 @@
 package runner_test
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
-	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
-	"github.com/spanperf/spanperf/internal/runner"
-	"github.com/spanperf/spanperf/internal/scenario"
 )
 
 // A real rr trial paced at 300/s for 1 s takes about 300 latencies: its
@@ -27,22 +22,7 @@ repetitions: 1
 duration: 1s
 warmup: 200ms
 `
-	s, err := scenario.Parse("tails.yaml", []byte(src), plugins.Catalog{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := results.Create(filepath.Join(t.TempDir(), "run"), results.Manifest{Run: runner.NewID(), Scenario: []byte("{}")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
-	if err := runner.Run(context.Background(), runner.Options{Scenario: s, Dir: dir, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := dir.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := runRecords(t, src)
 	if len(recs) != 1 || recs[0].Error != "" {
 		t.Fatalf("records %+v, want one that succeeded", recs)
 	}
