@@ -34,12 +34,12 @@ import (
 const (
 	// MetricRequestsPerS is the achieved rate: requests completed with a
 	// full, successful response per second of the measured window.
-	MetricRequestsPerS = "requests_per_s"
+	MetricRequestsPerS = results.RequestsPerS
 	// MetricErrors counts measured requests that failed other than by timeout
 	// (connection errors, a status other than 200, a short body).
-	MetricErrors = "errors"
+	MetricErrors = results.Errors
 	// MetricTimeouts counts measured requests that hit the request timeout.
-	MetricTimeouts = "timeouts"
+	MetricTimeouts = results.Timeouts
 	// MetricLatencyP9999 is the 99.99th latency percentile in seconds.
 	MetricLatencyP9999 = results.LatencyP9999
 )

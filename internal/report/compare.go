@@ -28,15 +28,6 @@ const MinCompareReps = 3
 // that vanished from the new run, or whose share of failed trials rose.
 const TrialsMetric = "trials"
 
-// Names of metrics the workloads record beside those in package results
-// (workload.MetricErrors, agent.MetricErrors, ...), repeated here so report
-// does not depend on the workloads.
-const (
-	metricErrors      = "errors"
-	metricTimeouts    = "timeouts"
-	metricOfferedPerS = "offered_per_s"
-)
-
 // Direction says which way a metric improves.
 type Direction int
 
@@ -65,9 +56,9 @@ func MetricDirection(metric string) Direction {
 	switch metric {
 	case results.Sustained:
 		return HigherIsBetter
-	case metricErrors, metricTimeouts, results.Retransmits, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
+	case results.Errors, results.Timeouts, results.Retransmits, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
 		return LowerIsBetter
-	case results.TargetRate, metricOfferedPerS:
+	case results.TargetRate, results.OfferedPerS:
 		return Neutral
 	}
 	switch {
@@ -95,9 +86,9 @@ func MetricDirection(metric string) Direction {
 // timeouts above 0, sustained 0), and how to name such trials.
 func failureKind(metric string) (failed func(float64) bool, what string) {
 	switch metric {
-	case metricErrors:
+	case results.Errors:
 		return func(v float64) bool { return v > 0 }, "trials with errors"
-	case metricTimeouts:
+	case results.Timeouts:
 		return func(v float64) bool { return v > 0 }, "trials with timeouts"
 	case results.Sustained:
 		return func(v float64) bool { return v < 1 }, "trials not sustained"

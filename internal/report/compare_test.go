@@ -217,14 +217,14 @@ func TestCompareFailureCounts(t *testing.T) {
 	}{
 		// One new trial with errors where the old had none: more failures,
 		// whatever the test says.
-		{"errors appear", metricErrors, []float64{0, 0, 0}, []float64{0, 3, 0}, MoreFailures, "trials with errors: 0/3 old, 1/3 new", true},
-		{"timeouts appear", metricTimeouts, []float64{0, 0, 0, 0, 0}, []float64{1, 0, 0, 0, 0}, MoreFailures, "trials with timeouts: 0/5 old, 1/5 new", true},
+		{"errors appear", results.Errors, []float64{0, 0, 0}, []float64{0, 3, 0}, MoreFailures, "trials with errors: 0/3 old, 1/3 new", true},
+		{"timeouts appear", results.Timeouts, []float64{0, 0, 0, 0, 0}, []float64{1, 0, 0, 0, 0}, MoreFailures, "trials with timeouts: 0/5 old, 1/5 new", true},
 		{"sustained falls", results.Sustained, []float64{1, 1, 1}, []float64{1, 0, 0}, MoreFailures, "trials not sustained: 0/3 old, 2/3 new", true},
 		{"sustained holds", results.Sustained, []float64{1, 1, 1}, []float64{1, 1, 1}, TooFewReps, "n=3+3: p cannot go below 0.1, need p < 0.05", false},
 		{"sustained rises", results.Sustained, []float64{0, 1, 1}, []float64{1, 1, 1}, TooFewReps, "n=3+3: p cannot go below 0.1, need p < 0.05", false},
 		// Errors in every trial of both: the counts are tested, lower is better.
-		{"more errors", metricErrors, []float64{1, 2, 3, 4, 5}, []float64{10, 11, 12, 13, 14}, Worse, "", true},
-		{"fewer errors", metricErrors, []float64{10, 11, 12, 13, 14}, []float64{1, 2, 3, 4, 5}, Better, "", false},
+		{"more errors", results.Errors, []float64{1, 2, 3, 4, 5}, []float64{10, 11, 12, 13, 14}, Worse, "", true},
+		{"fewer errors", results.Errors, []float64{10, 11, 12, 13, 14}, []float64{1, 2, 3, 4, 5}, Better, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmp := Compare(runOf(tc.metric, "x", tc.old...), runOf(tc.metric, "x", tc.new...), CompareOptions{ThresholdPct: 5})

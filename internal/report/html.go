@@ -314,7 +314,7 @@ func (ix *index) rateMetric(workload string) string {
 	case "crr":
 		return results.ConnectionsPerS
 	}
-	for _, m := range []string{results.ThroughputBPS, results.TransactionsPerS, results.ConnectionsPerS, "requests_per_s"} {
+	for _, m := range []string{results.ThroughputBPS, results.TransactionsPerS, results.ConnectionsPerS, results.RequestsPerS} {
 		if ix.has(workload, m) {
 			return m
 		}

@@ -36,7 +36,7 @@ type SummaryOptions struct {
 // list, in display order.
 var fallbackMetrics = []string{
 	results.ThroughputBPS, results.TransactionsPerS, results.ConnectionsPerS,
-	"requests_per_s", results.LatencyP50, results.LatencyP99,
+	results.RequestsPerS, results.LatencyP50, results.LatencyP99,
 }
 
 // headlineMetrics are the metrics shown for the built-in workloads.

@@ -125,6 +125,23 @@ const (
 // warning: its figures shared the machine with another job.
 const ForeignCPUWarnCores = 0.1
 
+// Outcome and rate names that several workloads record (the http client,
+// the wrk, h2load and pgbench drivers) and that compare gives a direction.
+const (
+	// RequestsPerS is an HTTP workload's achieved rate: requests completed
+	// with a full, successful response per second of the measured window.
+	RequestsPerS = "requests_per_s"
+	// Errors counts measured requests or transactions that failed other
+	// than by timeout.
+	Errors = "errors"
+	// Timeouts counts measured requests that hit their timeout.
+	Timeouts = "timeouts"
+	// OfferedPerS is the rate a paced run actually offered in its window
+	// where that differs from TargetRate (pgbench's Poisson schedule): an
+	// input, like TargetRate.
+	OfferedPerS = "offered_per_s"
+)
+
 // For names metric for one component (or CPU): "metric{name}".
 func For(metric, name string) string { return metric + "{" + name + "}" }
 

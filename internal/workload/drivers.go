@@ -23,12 +23,12 @@ import (
 // Metric names the tool drivers report beside the shared ones in results.
 const (
 	// MetricRequestsPerS is the achieved HTTP request rate (wrk, h2load).
-	MetricRequestsPerS = "requests_per_s"
+	MetricRequestsPerS = results.RequestsPerS
 	// MetricErrors counts failed requests: socket errors, non-2xx/3xx
 	// responses, failed streams.
-	MetricErrors = "errors"
+	MetricErrors = results.Errors
 	// MetricTimeouts counts requests that timed out.
-	MetricTimeouts = "timeouts"
+	MetricTimeouts = results.Timeouts
 )
 
 // Tool is an external program a driver runs, and the Debian package that

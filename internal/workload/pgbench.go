@@ -38,7 +38,7 @@ const (
 	// a run that kept up with its offer can fall short of
 	// results.SustainedFraction × target_rate by chance when rate ×
 	// duration is small: 15% of the time at 200/s for 2 s, 1% at 200/s for 10 s.
-	MetricOfferedPerS = "offered_per_s"
+	MetricOfferedPerS = results.OfferedPerS
 )
 
 // PostgresGlob is where Debian installs each PostgreSQL major version's
