@@ -96,12 +96,12 @@ func run() error {
 		var ours, theirs []sample
 		for r := 0; r < *reps; r++ {
 			o := func() error {
-				s, err := ourStream(a, b, srv.PID(), size)
+				s, err := ourStream(a, b, pidOf(srv), size)
 				ours = append(ours, s)
 				return err
 			}
 			t := func() error {
-				s, err := iperfStream(a, b, ip3.PID(), size)
+				s, err := iperfStream(a, b, pidOf(ip3), size)
 				theirs = append(theirs, s)
 				return err
 			}
@@ -114,12 +114,12 @@ func run() error {
 	var ours, theirs []sample
 	for r := 0; r < *reps; r++ {
 		o := func() error {
-			s, err := ourRR(a, b, srv.PID())
+			s, err := ourRR(a, b, pidOf(srv))
 			ours = append(ours, s)
 			return err
 		}
 		t := func() error {
-			s, err := sockperfRR(a, b, sp.PID())
+			s, err := sockperfRR(a, b, pidOf(sp))
 			theirs = append(theirs, s)
 			return err
 		}
@@ -271,4 +271,10 @@ func upDown() error {
 	fmt.Printf("spanperf up + spanperf down, 2 sites + vxlan, through %s: median %.3f s over %d (min %.3f, max %.3f)\n",
 		*spanperfBin, benchkit.Median(times), len(times), slices.Min(times), slices.Max(times))
 	return nil
+}
+
+// pidOf is p's PID: the bench runs on local sites only.
+func pidOf(p testbed.Process) int {
+	pid, _ := testbed.PIDOf(p)
+	return pid
 }

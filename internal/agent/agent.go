@@ -76,7 +76,7 @@ func Command(name string, args ...string) testbed.Command {
 	if err != nil {
 		exe = "/proc/self/exe"
 	}
-	return testbed.Command{Name: name, Path: exe, Args: append([]string{"agent"}, args...)}
+	return testbed.Command{Name: name, Path: exe, Args: append([]string{"agent"}, args...), Agent: true}
 }
 
 // RunIfChild makes a binary that is not spanperf itself (a test binary, a

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"net/netip"
@@ -115,5 +116,20 @@ func TestMainClientReportsErrorAsJSON(t *testing.T) {
 	}
 	if code := Main([]string{"client", "--mode", "rr", "--target", "nope"}, &out, &errOut); code != 2 {
 		t.Errorf("bad target: exit %d, want 2", code)
+	}
+}
+
+func TestResolveTarget(t *testing.T) {
+	ctx := context.Background()
+	if ap, err := ResolveTarget(ctx, "198.18.0.1:7100"); err != nil || ap.String() != "198.18.0.1:7100" {
+		t.Errorf("address: %v %v", ap, err)
+	}
+	if ap, err := ResolveTarget(ctx, "localhost:7100"); err != nil || !ap.Addr().IsLoopback() || ap.Port() != 7100 {
+		t.Errorf("localhost: %v %v", ap, err)
+	}
+	for _, bad := range []string{"198.18.0.1", "localhost:http", ":7100", "localhost:0", "no-such-host.invalid:7100"} {
+		if _, err := ResolveTarget(ctx, bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%q: want an error naming it, got %v", bad, err)
+		}
 	}
 }

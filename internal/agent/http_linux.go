@@ -631,7 +631,7 @@ func httpMain(args []string, stdout, stderr io.Writer) int {
 		var target string
 		fs := flag.NewFlagSet("agent http", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		fs.StringVar(&target, "target", "", "server address ADDR:PORT")
+		fs.StringVar(&target, "target", "", "server HOST:PORT (an address, or a name looked up once before the run)")
 		fs.StringVar(&s.Protocol, "protocol", "http1", "http1 or http2 (h2c, or HTTP/2 over TLS with --tls)")
 		fs.BoolVar(&s.TLS, "tls", false, "speak HTTPS")
 		fs.StringVar(&s.Path, "path", "/", "request path")
@@ -648,9 +648,9 @@ func httpMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		var err error
-		if s.Target, err = netip.ParseAddrPort(target); err != nil {
-			fmt.Fprintf(stderr, "agent http: --target: %v\n", err)
-			return 2
+		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
+			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
+			return 1
 		}
 		res, err := RunHTTPClient(context.Background(), s)
 		if err != nil {

@@ -1,11 +1,11 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"strconv"
 )
 
@@ -41,7 +41,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("agent client", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		fs.StringVar(&s.Mode, "mode", "", "stream, rr or crr")
-		fs.StringVar(&target, "target", "", "server address ADDR:PORT")
+		fs.StringVar(&target, "target", "", "server HOST:PORT (an address, or a name looked up once before the run)")
 		fs.DurationVar(&s.Duration, "duration", 0, "measured time")
 		fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
 		fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
@@ -55,9 +55,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		var err error
-		if s.Target, err = netip.ParseAddrPort(target); err != nil {
-			fmt.Fprintf(stderr, "agent client: --target: %v\n", err)
-			return 2
+		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
+			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
+			return 1
 		}
 		res, err := RunClient(s)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/runner"
 	"github.com/spanperf/spanperf/internal/scenario"
+	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -97,7 +98,7 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 	tw.Flush()
 	exe, _ := os.Executable()
 	fmt.Fprintf(stdout, "\nAn agent server (pid %d) listens on port %d in site %s; through %s, site %s reaches it at %s:\n",
-		srv.PID(), agent.DefaultPort, server.Name(), spec.Label, client.Name(), target)
+		pidOf(srv), agent.DefaultPort, server.Name(), spec.Label, client.Name(), target)
 	fmt.Fprintf(stdout, "  ip netns exec %s %s agent client --mode rr --request-size 64 --response-size 64 --duration 5s --target %s\n",
 		netns.NamespaceName(id, client.Name()), exe, target)
 	fmt.Fprintln(stdout, "\nRemove it all with: spanperf down")
@@ -242,4 +243,10 @@ func boolToStatus(ok bool) int {
 		return 0
 	}
 	return 1
+}
+
+// pidOf is p's PID, 0 when p is not a local process.
+func pidOf(p testbed.Process) int {
+	pid, _ := testbed.PIDOf(p)
+	return pid
 }

@@ -257,7 +257,7 @@ func (c *Custom) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 	var once sync.Once
 	var closeErr error
 	return &Link{
-		Target: func(from, to testbed.Site, port int) netip.AddrPort {
+		Target: AddrTargets(func(from, to testbed.Site, port int) netip.AddrPort {
 			ap := targets[[2]string{from.Name(), to.Name()}]
 			i, j := index(sites, from), index(sites, to)
 			if port != agent.DefaultPort && i >= 0 && j >= 0 {
@@ -266,7 +266,7 @@ func (c *Custom) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 				}
 			}
 			return ap
-		},
+		}),
 		Components: comps,
 		Alive: func() error {
 			var errs []error

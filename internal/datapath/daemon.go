@@ -75,7 +75,7 @@ func (d *Daemon) Alive() error {
 
 // Component describes the daemon as a component of the path.
 func (d *Daemon) Component() results.Component {
-	return results.Component{Name: d.Name + "@" + d.Site.Name(), Role: d.Role, Site: d.Site.Name(), PID: d.Process.PID()}
+	return results.Component{Name: d.Name + "@" + d.Site.Name(), Role: d.Role, Site: d.Site.Name(), PID: pidOf(d.Process)}
 }
 
 // Daemons is the set of daemons of one datapath.
@@ -104,4 +104,10 @@ func (ds Daemons) Stop(grace time.Duration) {
 	for _, d := range ds {
 		d.Process.Stop(grace)
 	}
+}
+
+// pidOf is p's PID, 0 when p is not a local process.
+func pidOf(p testbed.Process) int {
+	pid, _ := testbed.PIDOf(p)
+	return pid
 }

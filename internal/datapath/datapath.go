@@ -107,9 +107,9 @@ func Build(ctx context.Context, name string, dp Datapath, tb testbed.Testbed) (*
 
 // Link is a datapath in place.
 type Link struct {
-	// Target returns the address a client in site from dials to reach
-	// port on site to.
-	Target func(from, to testbed.Site, port int) netip.AddrPort
+	// Target returns what a client in site from dials to reach port on
+	// site to: an address, or a name resolved in the client's site.
+	Target func(from, to testbed.Site, port int) testbed.Target
 	// Components are the processes (or the kernel) that carry the traffic.
 	Components []results.Component
 	// Alive, when set, returns nil while every daemon of the datapath runs,
@@ -137,6 +137,10 @@ type Info struct {
 	// Link.Components will name them, so a scenario's limits can be checked
 	// at parse time. Nil means the kernel only.
 	Components func(opts map[string]any, sites int) []scenario.Component
+	// Kube marks an exposure adapter: the datapath exposes a server on
+	// Kubernetes sites (scenario sites with a context) and runs only on
+	// them; the others run only on local sites.
+	Kube bool
 }
 
 // Func adapts a setup function to the Datapath interface.
@@ -147,7 +151,20 @@ func (f Func) Setup(ctx context.Context, tb testbed.Testbed) (*Link, error) { re
 
 // UnderlayTarget dials the destination site's underlay address.
 func UnderlayTarget(_, to testbed.Site, port int) netip.AddrPort {
-	return netip.AddrPortFrom(to.Addr(), uint16(port))
+	return netip.AddrPortFrom(siteAddr(to), uint16(port))
+}
+
+// AddrTargets adapts a target function of a local datapath, which
+// answers with an address, to Link.Target.
+func AddrTargets(f func(from, to testbed.Site, port int) netip.AddrPort) func(from, to testbed.Site, port int) testbed.Target {
+	return func(from, to testbed.Site, port int) testbed.Target { return testbed.AddrTarget(f(from, to, port)) }
+}
+
+// siteAddr is a local site's underlay address. Local datapaths run only
+// on local testbeds (the runner and Build refuse the rest), whose sites
+// all have one.
+func siteAddr(s testbed.Site) netip.Addr {
+	return s.(interface{ Addr() netip.Addr }).Addr()
 }
 
 // KernelComponent names the kernel as the component that carries traffic

@@ -105,9 +105,9 @@ func hapTarget(sites []*netns.Site) func(from, to testbed.Site, port int) netip.
 	}
 	return func(from, to testbed.Site, port int) netip.AddrPort {
 		if from.Name() == to.Name() {
-			return netip.AddrPortFrom(to.Addr(), uint16(port))
+			return netip.AddrPortFrom(siteAddr(to), uint16(port))
 		}
-		return netip.AddrPortFrom(from.Addr(), uint16(HAProxyLocalBasePort+index[to.Name()]))
+		return netip.AddrPortFrom(siteAddr(from), uint16(HAProxyLocalBasePort+index[to.Name()]))
 	}
 }
 

@@ -324,7 +324,7 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 		target = UnderlayTarget
 	}
 	return &Link{
-		Target:     target,
+		Target:     AddrTargets(target),
 		Components: comps,
 		Alive:      l.daemons.Alive,
 		Close:      func(context.Context) error { return l.close() },

@@ -72,8 +72,8 @@ func TestIPsecProposals(t *testing.T) {
 			opts["proposal"] = prop
 			tb, link := datapathtest.Setup(t, netns.Spec{}, "ipsec", opts)
 			a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-			datapathtest.Serve(t, b, link.Target(a, b, 7199))
-			if err := datapathtest.Dial(a, link.Target(a, b, 7199), 10*time.Second); err != nil {
+			datapathtest.Serve(t, b, datapathtest.AddrOf(t, link.Target(a, b, 7199)))
+			if err := datapathtest.Dial(a, datapathtest.AddrOf(t, link.Target(a, b, 7199)), 10*time.Second); err != nil {
 				t.Error(err)
 			}
 		})
@@ -122,9 +122,9 @@ func TestIPsecWrongPSK(t *testing.T) {
 			}
 			t.Cleanup(func() { link.Close(context.Background()) })
 			a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-			datapathtest.Serve(t, b, link.Target(b, b, 7199))
+			datapathtest.Serve(t, b, datapathtest.AddrOf(t, link.Target(b, b, 7199)))
 			start := time.Now()
-			if err := datapathtest.Dial(a, link.Target(a, b, 7199), 5*time.Second); err == nil {
+			if err := datapathtest.Dial(a, datapathtest.AddrOf(t, link.Target(a, b, 7199)), 5*time.Second); err == nil {
 				t.Errorf("wrong PSK: traffic got through after %s", time.Since(start))
 			} else {
 				t.Logf("wrong PSK: no traffic in %s: %v", time.Since(start).Round(time.Millisecond), err)

@@ -214,7 +214,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		daemons = append(daemons, d)
 	}
 	return &Link{
-		Target:     hapTarget(sites),
+		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
 		Close: func(context.Context) error {

@@ -161,7 +161,7 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		daemons = append(daemons, d)
 	}
 	return &Link{
-		Target:     hapTarget(sites),
+		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
 		Close: func(context.Context) error {

@@ -48,7 +48,7 @@ func TestMTLSRelay(t *testing.T) {
 			}
 			sites := tb.LocalSites()
 			client, server := sites[0], sites[1]
-			if got, want := link.Target(client, server, agent.DefaultPort), netip.AddrPortFrom(client.Addr(), datapath.HAProxyLocalBasePort+1); got != want {
+			if got, want := datapathtest.AddrOf(t, link.Target(client, server, agent.DefaultPort)), netip.AddrPortFrom(client.Addr(), datapath.HAProxyLocalBasePort+1); got != want {
 				t.Errorf("target %s, want the relay in the client's site, %s", got, want)
 			}
 			datapathtest.CarriesAll(t, tb, link)

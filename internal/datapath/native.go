@@ -60,7 +60,7 @@ func (Native) Setup(_ context.Context, tb testbed.Testbed) (*Link, error) {
 		}
 	}
 	return &Link{
-		Target:     UnderlayTarget,
+		Target:     AddrTargets(UnderlayTarget),
 		Components: []results.Component{KernelComponent()},
 		Close: func(context.Context) error {
 			err := delRoutes(wan, routes)

@@ -256,9 +256,9 @@ func (d *OVS) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err error
 	comps = append(comps, KernelComponent())
 	closed := false
 	return &Link{
-		Target: func(_, to testbed.Site, port int) netip.AddrPort {
+		Target: AddrTargets(func(_, to testbed.Site, port int) netip.AddrPort {
 			return netip.AddrPortFrom(d.overlayAddr(index(sites, to)), uint16(port))
-		},
+		}),
 		Components: comps,
 		Alive:      daemons.Alive,
 		Close: func(ctx context.Context) error {

@@ -202,9 +202,9 @@ func (t *Tunnel) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 		}
 	}
 	return &Link{
-		Target: func(_, to testbed.Site, port int) netip.AddrPort {
+		Target: AddrTargets(func(_, to testbed.Site, port int) netip.AddrPort {
 			return netip.AddrPortFrom(overlayAddr(index[to.Name()]), uint16(port))
-		},
+		}),
 		Components: []results.Component{KernelComponent()},
 		Close: func(context.Context) error {
 			var errs []error

@@ -299,9 +299,9 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 	}
 	closed := false
 	return &Link{
-		Target: func(_, to testbed.Site, port int) netip.AddrPort {
+		Target: AddrTargets(func(_, to testbed.Site, port int) netip.AddrPort {
 			return netip.AddrPortFrom(wgOverlayAddr(index[to.Name()]), uint16(port))
-		},
+		}),
 		Components: components,
 		Alive:      daemons.Alive,
 		Close: func(context.Context) error {

@@ -111,7 +111,7 @@ func TestWireGuardCarriesAll(t *testing.T) {
 				t.Errorf("component %+v, want wireguard-go, role tunnel, with a PID", c)
 			}
 		}
-		if got := link.Target(tb.Sites()[0], tb.Sites()[1], 7100); got != netip.MustParseAddrPort("198.19.1.2:7100") {
+		if got := datapathtest.AddrOf(t, link.Target(tb.Sites()[0], tb.Sites()[1], 7100)); got != netip.MustParseAddrPort("198.19.1.2:7100") {
 			t.Errorf("target %s, want the overlay address 198.19.1.2:7100", got)
 		}
 		datapathtest.CarriesAll(t, tb, link)
@@ -140,7 +140,7 @@ func TestWireGuardWrongKey(t *testing.T) {
 	a, b := tb.LocalSites()[0], tb.LocalSites()[1]
 	run := tb.Spec().Run
 	aDev, bDev := datapath.WireGuardInterface(run, "a"), datapath.WireGuardInterface(run, "b")
-	target := link.Target(a, b, 9000)
+	target := datapathtest.AddrOf(t, link.Target(a, b, 9000))
 	datapathtest.Serve(t, b, target)
 
 	var right *wgtypes.Peer
@@ -226,7 +226,7 @@ func TestWireGuardLeavesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	if err := datapathtest.Dial(tb.LocalSites()[0], link.Target(nil, tb.Sites()[1], 9), 3*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
+	if err := datapathtest.Dial(tb.LocalSites()[0], datapathtest.AddrOf(t, link.Target(nil, tb.Sites()[1], 9)), 3*time.Second); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("dial to a closed port through the tunnel: %v, want connection refused (the peer answered)", err)
 	}
 

@@ -259,8 +259,18 @@ type Component struct {
 	Role string `json:"role"`
 	// Site is the site the component runs in.
 	Site string `json:"site"`
-	// PID is the process ID, 0 for the kernel.
+	// PID is the process ID, 0 for the kernel and for a pod.
 	PID int `json:"pid,omitempty"`
+	// Context, Namespace, Pod and Container name a component that is a
+	// pod's container on a Kubernetes cluster (Container empty: the whole
+	// pod); Node is the node it ran on and PodUID the pod's UID, by which
+	// the node probe finds its processes.
+	Context   string `json:"context,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+	Node      string `json:"node,omitempty"`
+	PodUID    string `json:"pod_uid,omitempty"`
 	// Gateway is set when the component runs on a site's gateway, in front
 	// of the node where the workload runs (topology gateway); for the kernel,
 	// when the datapath's kernel work happens in the gateways.

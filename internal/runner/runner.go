@@ -158,12 +158,13 @@ func TestbedSpec(s *scenario.Scenario, id string) netns.Spec {
 // the gateway topology both run in the nodes behind those sites, and the
 // client dials the server node's own address: routing carries it through
 // the gateways and the datapath between them.
-func Endpoints(tb *netns.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target netip.AddrPort) {
-	sites := tb.LocalSites()
+func Endpoints(tb testbed.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target testbed.Target) {
+	sites := tb.Sites()
 	first, last := sites[0], sites[len(sites)-1]
-	if tb.Topology() == testbed.TopologyGateway {
-		c, s := tb.Node(first), tb.Node(last)
-		return c, s, netip.AddrPortFrom(s.Addr(), uint16(port))
+	if ltb, ok := tb.(*netns.Testbed); ok && ltb.Topology() == testbed.TopologyGateway {
+		local := ltb.LocalSites()
+		c, s := ltb.Node(local[0]), ltb.Node(local[len(local)-1])
+		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.Addr(), uint16(port)))
 	}
 	return first, last, link.Target(first, last, port)
 }
@@ -185,7 +186,7 @@ const trialSlack = 30 * time.Second
 // window (workload.Env.Measure) starts the probe and measure, which the
 // caller uses for the cgroups' CPU; its temp dirs are named after the run
 // and recorded in ledger.
-func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, client, server testbed.Site, target netip.AddrPort) results.Record {
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, client, server testbed.Site, target testbed.Target) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/netip"
+	"strconv"
 	"time"
 )
 
@@ -45,13 +47,43 @@ type Command struct {
 	// Detach starts the process so that it outlives the controller (for
 	// `spanperf up`): it gets its own session and no parent-death signal.
 	Detach bool
+	// Agent marks Path as the spanperf binary itself (`spanperf agent
+	// ...`, see agent.Command): a site that is a pod runs the image's own
+	// copy in its place. A site that is a pod runs no other program.
+	Agent bool
+}
+
+// Target is what a client dials: a host (an IP address, or a DNS name
+// resolved where the client runs, as a Kubernetes service name is inside
+// the client's pod) and a port.
+type Target struct {
+	// Host is an IP address or a DNS name.
+	Host string
+	// Port is the TCP port.
+	Port int
+}
+
+// AddrTarget is the target of an IP address and port.
+func AddrTarget(ap netip.AddrPort) Target {
+	return Target{Host: ap.Addr().Unmap().String(), Port: int(ap.Port())}
+}
+
+// String is HOST:PORT, with an IPv6 address in brackets.
+func (t Target) String() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.Port)) }
+
+// AddrPort is the target as an address and port, when Host is an IP
+// address.
+func (t Target) AddrPort() (netip.AddrPort, bool) {
+	a, err := netip.ParseAddr(t.Host)
+	if err != nil || t.Port <= 0 || t.Port > 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(a, uint16(t.Port)), true
 }
 
 // Process is a process started in a site. The site owns it: Testbed.Close
 // stops every process still running.
 type Process interface {
-	// PID is the process ID in the controller's PID namespace.
-	PID() int
 	// Wait waits for the process to exit and returns its error, like exec.Cmd.Wait.
 	// It may be called from several goroutines.
 	Wait() error
@@ -64,6 +96,23 @@ type Process interface {
 	Tail() string
 }
 
+// LocalProcess is a process on the controller's machine, with a PID in
+// its PID namespace (a process in a network namespace). A process in a pod
+// has none: what it costs is read on its node (the node probe).
+type LocalProcess interface {
+	Process
+	// PID is the process ID in the controller's PID namespace.
+	PID() int
+}
+
+// PIDOf returns p's PID when p is a LocalProcess.
+func PIDOf(p Process) (int, bool) {
+	if lp, ok := p.(LocalProcess); ok {
+		return lp.PID(), true
+	}
+	return 0, false
+}
+
 // Site is where processes run: a network namespace locally, a pod in a cluster.
 type Site interface {
 	// Name is the site's short name, e.g. "a".
@@ -71,8 +120,6 @@ type Site interface {
 	// Exec starts cmd inside the site. ctx bounds only the start, not the
 	// process's life: stop it with Process.Stop.
 	Exec(ctx context.Context, cmd Command) (Process, error)
-	// Addr is the site's address on the underlay.
-	Addr() netip.Addr
 }
 
 // Testbed is a set of sites joined by an underlay.

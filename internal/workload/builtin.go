@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,7 +35,8 @@ func StreamInfo() Info {
 			sizeField("message_size", "bytes per write", 131072),
 			countField("streams", "parallel TCP connections"),
 		},
-		New: func() Workload { return &agentWorkload{mode: "stream"} },
+		New:  func() Workload { return &agentWorkload{mode: "stream"} },
+		Pods: true,
 	}
 }
 
@@ -50,7 +52,8 @@ func RRInfo() Info {
 			{Name: "rate", Kind: scenario.KindFloat, HasMin: true, Min: 0, List: true,
 				Doc: "offered transactions/s across all connections, paced (open loop, latency from the intended send time, as wrk2); unset or 0: closed loop"},
 		},
-		New: func() Workload { return &agentWorkload{mode: "rr"} },
+		New:  func() Workload { return &agentWorkload{mode: "rr"} },
+		Pods: true,
 	}
 }
 
@@ -64,7 +67,8 @@ func CRRInfo() Info {
 			sizeField("response_size", "response bytes", 64),
 			countField("concurrency", "parallel connect-request-response-close loops"),
 		},
-		New: func() Workload { return &agentWorkload{mode: "crr"} },
+		New:  func() Workload { return &agentWorkload{mode: "crr"} },
+		Pods: true,
 	}
 }
 
@@ -113,7 +117,7 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 	if err != nil {
 		return nil, err
 	}
-	srvCPU := watchCPU(srv.PID(), env.Warmup, env.Duration)
+	srvCPU := watchCPU(srv, env.Warmup, env.Duration)
 	defer srvCPU.stop()
 	if err := waitProcess(ctx, cli, env.Warmup+env.Duration+slack); err != nil {
 		var res agent.Result
@@ -143,7 +147,7 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 // cpuWindow reads a process tree's CPU time warmup and warmup+duration
 // after it is made, just after the client starts: the client's measured
 // window, shifted early by the client's start-up and dial, which shift
-// both ends alike.
+// both ends alike. A process that is not local (in a pod) has no reading.
 type cpuWindow struct {
 	pid    int
 	t0, t1 *time.Timer
@@ -155,7 +159,8 @@ type cpuReading struct {
 	err  error
 }
 
-func watchCPU(pid int, warmup, duration time.Duration) *cpuWindow {
+func watchCPU(p testbed.Process, warmup, duration time.Duration) *cpuWindow {
+	pid, _ := testbed.PIDOf(p)
 	w := &cpuWindow{pid: pid, c0: make(chan cpuReading, 1), c1: make(chan cpuReading, 1)}
 	w.t0 = time.AfterFunc(warmup, func() { w.c0 <- w.read() })
 	w.t1 = time.AfterFunc(warmup+duration, func() { w.c1 <- w.read() })
@@ -163,6 +168,9 @@ func watchCPU(pid int, warmup, duration time.Duration) *cpuWindow {
 }
 
 func (w *cpuWindow) read() cpuReading {
+	if w.pid == 0 {
+		return cpuReading{err: errNotLocal}
+	}
 	s, err := probe.TreeCPUSeconds(w.pid)
 	return cpuReading{s, err}
 }
@@ -186,6 +194,9 @@ func (w *cpuWindow) seconds() (float64, bool) {
 	}
 	return r1.secs - r0.secs, true
 }
+
+// errNotLocal is the reading of a process that is not on this machine.
+var errNotLocal = errors.New("not a local process")
 
 func (w *cpuWindow) stop() {
 	w.t0.Stop()

@@ -109,8 +109,13 @@ func wholeSeconds(d time.Duration, min int) int {
 // the namespace of the process), or p exits, ctx ends or limit passes.
 func waitListening(ctx context.Context, name string, p testbed.Process, port int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	pid, local := testbed.PIDOf(p)
+	if !local {
+		p.Stop(time.Second)
+		return fmt.Errorf("%s: runs only on local sites (network namespaces), not in a pod", name)
+	}
 	for {
-		if listening(p.PID(), port) {
+		if listening(pid, port) {
 			return nil
 		}
 		select {

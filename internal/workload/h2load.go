@@ -75,7 +75,7 @@ func (w H2load) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	args = append(args, "http://"+env.Target.String()+NginxBodyPath)
 	env.measure(env.Warmup, env.Duration)
-	srvCPU := watchCPU(ng.PID(), env.Warmup, env.Duration)
+	srvCPU := watchCPU(ng.proc, env.Warmup, env.Duration)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "h2load", Path: "h2load", Args: args},
 		env.Warmup+env.Duration+30*time.Second)

@@ -34,7 +34,8 @@ func HTTPInfo() Info {
 			{Name: "server", Kind: scenario.KindString, Enum: []string{"builtin", "nginx"}, Default: "builtin",
 				Doc: "builtin: the agent's own server (Go net/http); nginx: Debian's nginx, one worker process, serving a static file (its CPU counts master and worker)"},
 		},
-		New: func() Workload { return HTTP{} },
+		New:  func() Workload { return HTTP{} },
+		Pods: true,
 	}
 }
 

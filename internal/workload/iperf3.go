@@ -56,13 +56,13 @@ func (w IPerf3) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	defer srv.Stop(time.Second)
 	secs, omit := wholeSeconds(env.Duration, 1), wholeSeconds(env.Warmup, 0)
-	args := []string{"-c", env.Target.Addr().String(), "-p", strconv.Itoa(int(env.Target.Port())),
+	args := []string{"-c", env.Target.Host, "-p", strconv.Itoa(env.Target.Port),
 		"-J", "-i", "1", "-t", strconv.Itoa(secs), "-O", strconv.Itoa(omit),
 		"-l", strconv.FormatInt(intParam(env.Params, "message_size", 131072), 10),
 		"-P", strconv.FormatInt(intParam(env.Params, "streams", 1), 10)}
 	// iperf3's figures cover -t whole seconds after its -O omitted ones.
 	env.measure(time.Duration(omit)*time.Second, time.Duration(secs)*time.Second)
-	srvCPU := watchCPU(srv.PID(), time.Duration(omit)*time.Second, time.Duration(secs)*time.Second)
+	srvCPU := watchCPU(srv, time.Duration(omit)*time.Second, time.Duration(secs)*time.Second)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "iperf3", Path: "iperf3", Args: args},
 		time.Duration(secs+omit)*time.Second+30*time.Second)

@@ -148,8 +148,12 @@ http {
 `, spec.Workers, dir, listen, www, tls, NginxBodyPath)
 }
 
-// PID is the nginx master's PID (its workers are its children).
-func (n *Nginx) PID() int { return n.proc.PID() }
+// PID is the nginx master's PID (its workers are its children); 0 when
+// nginx does not run on the controller's machine.
+func (n *Nginx) PID() int {
+	pid, _ := testbed.PIDOf(n.proc)
+	return pid
+}
 
 // Done is closed when nginx has exited.
 func (n *Nginx) Done() <-chan struct{} { return n.proc.Done() }

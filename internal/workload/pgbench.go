@@ -224,7 +224,7 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	// -n: no vacuum before the run, the tables are fresh. Latency comes
 	// from the log, and with --rate pgbench logs it from each transaction's
 	// scheduled start, so it is corrected for coordinated omission.
-	args := []string{"-n", "-h", env.Target.Addr().Unmap().String(), "-p", strconv.Itoa(int(env.Target.Port())),
+	args := []string{"-n", "-h", env.Target.Host, "-p", strconv.Itoa(env.Target.Port),
 		"-U", postgresRole, "-b", script, "-c", strconv.FormatInt(clients, 10), "-j", strconv.FormatInt(jobs, 10),
 		"-T", strconv.Itoa(secs), "-l", "--log-prefix=" + filepath.Join(logDir, "tx")}
 	if rate > 0 {
@@ -235,7 +235,7 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	// pgbench's, a warmup after it starts (its first transaction begins
 	// after it connects: the window starts that much early).
 	env.measure(env.Warmup, env.Duration)
-	srvCPU := watchCPU(srv.proc.PID(), env.Warmup, env.Duration)
+	srvCPU := watchCPU(srv.proc, env.Warmup, env.Duration)
 	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, env.Client, testbed.Command{Name: "pgbench", Path: progs.pgbench, Args: args, Env: pgbenchEnv},
 		time.Duration(secs)*time.Second+30*time.Second)
@@ -388,7 +388,9 @@ func (s *postgresServer) close() error {
 		select {
 		case <-s.proc.Done():
 		default:
-			if p, ferr := os.FindProcess(s.proc.PID()); ferr == nil {
+			if pid, local := testbed.PIDOf(s.proc); !local {
+				_ = s.proc.Stop(5 * time.Second)
+			} else if p, ferr := os.FindProcess(pid); ferr == nil {
 				_ = p.Signal(os.Interrupt)
 			}
 			select {

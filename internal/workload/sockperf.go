@@ -80,8 +80,8 @@ func (w Sockperf) Run(ctx context.Context, env Env) (*Result, error) {
 	logFile := filepath.Join(dir, "full.csv")
 	mode := stringParam(env.Params, "mode", "ping-pong")
 	secs := wholeSeconds(env.Duration+env.Warmup, 1)
-	args := []string{mode, "--tcp", "--full-rtt", "--full-log", logFile, "-i", env.Target.Addr().String(),
-		"-p", strconv.Itoa(int(env.Target.Port())), "-t", strconv.Itoa(secs),
+	args := []string{mode, "--tcp", "--full-rtt", "--full-log", logFile, "-i", env.Target.Host,
+		"-p", strconv.Itoa(env.Target.Port), "-t", strconv.Itoa(secs),
 		"-m", strconv.FormatInt(intParam(env.Params, "message_size", 64), 10)}
 	rate := 0.0
 	if mode == "under-load" {

@@ -58,6 +58,7 @@ func RateSweepInfo() Info {
 			"Each step runs warmup+duration; at most ⌈log(max_rate/start_rate)/log(factor)⌉+1+refine steps (21 at the defaults)",
 		Params: params,
 		New:    func() Workload { return RateSweep{} },
+		Pods:   true,
 	}
 }
 

@@ -5,7 +5,6 @@ package workload
 
 import (
 	"context"
-	"net/netip"
 	"os"
 	"time"
 
@@ -20,9 +19,10 @@ type Env struct {
 	Client, Server testbed.Site
 	// Port is the port the server must listen on (on every address).
 	Port int
-	// Target is the address the client dials to reach Port on Server,
-	// through the datapath under test.
-	Target netip.AddrPort
+	// Target is what the client dials to reach Port on Server, through the
+	// datapath under test: an address, or a name resolved in the client's
+	// site.
+	Target testbed.Target
 	// Params is the matrix point.
 	Params results.Params
 	// Duration is the measured time; Warmup runs before it, not counted.
@@ -118,4 +118,9 @@ type Info struct {
 	Params []scenario.Field
 	// New makes the workload.
 	New func() Workload
+	// Pods marks a workload that runs on Kubernetes sites: it starts only
+	// `spanperf agent` (testbed.Command.Agent), which the agent image
+	// holds. The others need programs on the controller's machine and run
+	// only on local sites.
+	Pods bool
 }

@@ -81,7 +81,7 @@ func (w Wrk) Run(ctx context.Context, env Env) (*Result, error) {
 	secs := wholeSeconds(env.Duration, 1)
 	// The warmup was a run of its own: the measured one starts now.
 	env.measure(0, time.Duration(secs)*time.Second)
-	srvCPU := watchCPU(ng.PID(), 0, time.Duration(secs)*time.Second)
+	srvCPU := watchCPU(ng.proc, 0, time.Duration(secs)*time.Second)
 	defer srvCPU.stop()
 	out, runErr := run(secs)
 	res, err := ParseWrk(out)

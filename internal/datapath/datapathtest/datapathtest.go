@@ -21,6 +21,7 @@ import (
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/roottest"
 	"github.com/spanperf/spanperf/internal/runner"
+	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -270,16 +271,27 @@ func AllReach(t *testing.T, tb *netns.Testbed, link *datapath.Link, port int, ti
 	t.Helper()
 	sites := tb.LocalSites()
 	for _, s := range sites {
-		Serve(t, s, link.Target(s, s, port))
+		Serve(t, s, AddrOf(t, link.Target(s, s, port)))
 	}
 	for _, from := range sites {
 		for _, to := range sites {
 			if from == to {
 				continue
 			}
-			if err := Dial(from, link.Target(from, to, port), timeout); err != nil {
+			if err := Dial(from, AddrOf(t, link.Target(from, to, port)), timeout); err != nil {
 				t.Errorf("%s → %s: %v", from.Name(), to.Name(), err)
 			}
 		}
 	}
+}
+
+// AddrOf is target as an address; it fails the test when target is a name
+// (local datapaths dial addresses).
+func AddrOf(t testing.TB, target testbed.Target) netip.AddrPort {
+	t.Helper()
+	ap, ok := target.AddrPort()
+	if !ok {
+		t.Fatalf("target %s is not an address", target)
+	}
+	return ap
 }

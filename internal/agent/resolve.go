@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// ResolveTimeout bounds the name lookup of a client's target.
+const ResolveTimeout = 10 * time.Second
+
+// ResolveTarget parses a client's --target, HOST:PORT, where HOST is an IP
+// address or a name: a name is looked up once, here, before the client
+// connects (in a pod: the cluster's DNS, e.g. a Kubernetes service name),
+// and its first IPv4 address is used, else its first address.
+func ResolveTarget(ctx context.Context, target string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(target); err == nil {
+		return ap, nil
+	}
+	host, port, err := net.SplitHostPort(target)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("target %q: %w", target, err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return netip.AddrPort{}, fmt.Errorf("target %q: bad port %q", target, port)
+	}
+	if host == "" {
+		return netip.AddrPort{}, fmt.Errorf("target %q: no host", target)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("target %q: resolve %s: %w", target, host, err)
+	}
+	if len(addrs) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("target %q: %s has no address", target, host)
+	}
+	a := addrs[0]
+	for _, x := range addrs {
+		if x.Unmap().Is4() {
+			a = x
+			break
+		}
+	}
+	return netip.AddrPortFrom(a.Unmap(), uint16(p)), nil
+}
