@@ -39,3 +39,17 @@ func (Catalog) Components(name string, opts map[string]any, sites int) []scenari
 	}
 	return d.Components(opts, sites)
 }
+
+var _ scenario.BackendLister = Catalog{}
+
+// DatapathKube implements scenario.BackendLister: datapath.Info.Kube.
+func (Catalog) DatapathKube(name string) bool {
+	d, ok := Datapath(name)
+	return ok && d.Kube
+}
+
+// WorkloadPods implements scenario.BackendLister: workload.Info.Pods.
+func (Catalog) WorkloadPods(name string) bool {
+	w, ok := Workload(name)
+	return ok && w.Pods
+}

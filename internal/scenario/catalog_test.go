@@ -13,7 +13,14 @@ type fakeCatalog struct{}
 var (
 	_ NameLister      = fakeCatalog{}
 	_ TopologyChecker = fakeCatalog{}
+	_ BackendLister   = fakeCatalog{}
 )
+
+// DatapathKube: k8s-pod is the fake catalog's exposure adapter.
+func (fakeCatalog) DatapathKube(name string) bool { return name == "k8s-pod" }
+
+// WorkloadPods: tune runs only on local sites.
+func (fakeCatalog) WorkloadPods(name string) bool { return name != "tune" }
 
 func (fakeCatalog) CheckTopology(name string, _ map[string]any, topology string) error {
 	if name == "geneve" && topology == "gateway" {
@@ -24,7 +31,7 @@ func (fakeCatalog) CheckTopology(name string, _ map[string]any, topology string)
 
 func (fakeCatalog) DatapathFields(name string) ([]Field, bool) {
 	switch name {
-	case "native", "geneve":
+	case "native", "geneve", "k8s-pod":
 		return nil, true
 	case "vxlan":
 		return []Field{

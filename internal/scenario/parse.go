@@ -18,7 +18,8 @@ import (
 // topKeys are the keys a scenario file accepts at the top level.
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
-		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval"}
+		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
+		"image", "probe", "allow_patch", "share_node"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -166,8 +167,27 @@ func (p *parser) scenario(data []byte) *Scenario {
 				s.Name = x.(string)
 			}
 		case "sites":
-			if x, ok := p.top(KindInt, v, kp); ok {
+			if deref(v).Kind == yaml.SequenceNode {
+				s.SiteList = p.sites(v, kp)
+				s.Sites = len(s.SiteList)
+			} else if x, ok := p.top(KindInt, v, kp); ok {
 				s.Sites = int(x.(int64))
+			}
+		case "image":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Kube.Image = x.(string)
+			}
+		case "probe":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Kube.Probe = x.(string)
+			}
+		case "allow_patch":
+			if x, ok := p.value(KindBool, v, kp); ok {
+				s.Kube.AllowPatch = x.(bool)
+			}
+		case "share_node":
+			if x, ok := p.value(KindBool, v, kp); ok {
+				s.Kube.ShareNode = x.(bool)
 			}
 		case "wan":
 			p.mapping(v, kp, []string{"mtu", "rate"}, func(key, kp string, v *yaml.Node) {
@@ -235,6 +255,65 @@ func (p *parser) scenario(data []byte) *Scenario {
 		}
 	})
 	return s
+}
+
+// sites decodes a list of Kubernetes sites.
+func (p *parser) sites(n *yaml.Node, path string) []Site {
+	var out []Site
+	for i, it := range p.seq(n, path) {
+		ip := index(path, i)
+		p.lines[ip] = it.Line
+		var st Site
+		p.mapping(it, ip, []string{"name", "context", "kubeconfig", "node_selector", "tolerations"}, func(key, kp string, v *yaml.Node) {
+			switch key {
+			case "name", "context", "kubeconfig":
+				x, ok := p.value(KindString, v, kp)
+				if !ok {
+					return
+				}
+				switch key {
+				case "name":
+					st.Name = x.(string)
+				case "context":
+					st.Context = x.(string)
+				default:
+					st.Kubeconfig = x.(string)
+				}
+			case "node_selector":
+				st.NodeSelector = map[string]string{}
+				p.mapping(v, kp, nil, func(key, kp string, v *yaml.Node) {
+					if x, ok := p.value(KindString, v, kp); ok {
+						st.NodeSelector[key] = x.(string)
+					}
+				})
+			case "tolerations":
+				for j, tn := range p.seq(v, kp) {
+					tp := index(kp, j)
+					p.lines[tp] = tn.Line
+					var t Toleration
+					p.mapping(tn, tp, []string{"key", "operator", "value", "effect"}, func(key, kp string, v *yaml.Node) {
+						x, ok := p.value(KindString, v, kp)
+						if !ok {
+							return
+						}
+						switch key {
+						case "key":
+							t.Key = x.(string)
+						case "operator":
+							t.Operator = x.(string)
+						case "value":
+							t.Value = x.(string)
+						default:
+							t.Effect = x.(string)
+						}
+					})
+					st.Tolerations = append(st.Tolerations, t)
+				}
+			}
+		})
+		out = append(out, st)
+	}
+	return out
 }
 
 // limits decodes the limits mapping n: component name or role to a

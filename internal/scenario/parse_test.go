@@ -178,3 +178,42 @@ func FuzzParse(f *testing.F) {
 		s.DatapathLabels()
 	})
 }
+
+func TestParseKubeSites(t *testing.T) {
+	const src = `
+sites:
+  - {name: east, context: spk1}
+  - name: west
+    context: spk2
+    kubeconfig: /tmp/kc
+    node_selector: {spanperf.io/role: bench}
+    tolerations: [{key: dedicated, operator: Equal, value: bench, effect: NoSchedule}]
+image: spanperf.local/spanperf:dev
+probe: node
+share_node: true
+datapaths: [k8s-pod]
+workloads: [{type: rr}]
+`
+	s, err := Parse("k.yaml", []byte(src), fakeCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.IsKube() || s.Sites != 2 || s.Kube.Image != "spanperf.local/spanperf:dev" || s.Kube.Probe != ProbeNode || !s.Kube.ShareNode || s.Kube.AllowPatch {
+		t.Errorf("scenario = %+v", s)
+	}
+	want := []Site{
+		{Name: "east", Context: "spk1"},
+		{Name: "west", Context: "spk2", Kubeconfig: "/tmp/kc", NodeSelector: map[string]string{"spanperf.io/role": "bench"},
+			Tolerations: []Toleration{{Key: "dedicated", Operator: "Equal", Value: "bench", Effect: "NoSchedule"}}},
+	}
+	if !reflect.DeepEqual(s.SiteList, want) {
+		t.Errorf("sites = %+v, want %+v", s.SiteList, want)
+	}
+	if err := s.Validate(fakeCatalog{}); err != nil {
+		t.Errorf("Validate: %v", err)
+	}
+	s2, err := Parse("k.yaml", []byte(strings.Replace(src, "probe: node\n", "", 1)), fakeCatalog{})
+	if err != nil || s2.Kube.Probe != ProbeNone {
+		t.Errorf("default probe = %q (%v), want %q", s2.Kube.Probe, err, ProbeNone)
+	}
+}

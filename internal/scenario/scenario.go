@@ -23,8 +23,14 @@ const maxPoints = 10000
 // Field.Default given by cat (as a one-element list for parameters).
 // Normalize is idempotent.
 func (s *Scenario) Normalize(cat Catalog) {
+	if len(s.SiteList) > 0 {
+		s.Sites = len(s.SiteList)
+	}
 	if s.Sites == 0 {
 		s.Sites = 2
+	}
+	if len(s.SiteList) > 0 && s.Kube.Probe == "" {
+		s.Kube.Probe = ProbeNone
 	}
 	if s.WAN.MTU == 0 {
 		s.WAN.MTU = 1500
@@ -228,6 +234,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			labels[d.Label] = i
 		}
 	}
+	ps = append(ps, s.kubeProblems(cat)...)
 	dpClean := len(ps) == ndp
 	if _, ok := labels[s.Baseline]; !ok && len(labels) > 0 {
 		add("baseline", "", "%q is not a datapath label (labels: %s)", s.Baseline, strings.Join(s.DatapathLabels(), ", "))
@@ -269,6 +276,95 @@ func (s *Scenario) problems(cat Catalog) []problem {
 					break
 				}
 				seen[k] = i
+			}
+		}
+	}
+	return ps
+}
+
+// siteName matches the names of listed sites.
+var siteName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?$`)
+
+// kubeProblems checks the sites list and the settings of a run on
+// Kubernetes sites, and that every datapath and workload runs on the
+// scenario's kind of sites (when cat is a BackendLister).
+func (s *Scenario) kubeProblems(cat Catalog) []problem {
+	var ps []problem
+	add := func(subject, format string, args ...any) {
+		ps = append(ps, problem{subject: subject, msg: fmt.Sprintf(format, args...)})
+	}
+	names := map[string]int{}
+	for i, st := range s.SiteList {
+		path := index("sites", i)
+		switch {
+		case st.Name == "":
+			add(path, `missing required key "name"`)
+		case !siteName.MatchString(st.Name):
+			add(path+".name", "%q: want 1-16 of a-z, 0-9 and -, starting and ending with a letter or digit", st.Name)
+		default:
+			if j, dup := names[st.Name]; dup {
+				add(path+".name", "duplicate site name %q (also sites[%d])", st.Name, j)
+			}
+			names[st.Name] = i
+		}
+		if st.Context == "" && st.Kubeconfig == "" {
+			add(path, "a listed site is on a Kubernetes cluster: give its context (and kubeconfig unless the default one has it)")
+		}
+		for j, t := range st.Tolerations {
+			tp := index(path+".tolerations", j)
+			if t.Operator != "" && t.Operator != "Equal" && t.Operator != "Exists" {
+				add(tp+".operator", "must be Equal or Exists, got %q", t.Operator)
+			}
+			if t.Effect != "" && !slices.Contains([]string{"NoSchedule", "PreferNoSchedule", "NoExecute"}, t.Effect) {
+				add(tp+".effect", "must be NoSchedule, PreferNoSchedule or NoExecute, got %q", t.Effect)
+			}
+		}
+	}
+	kube := s.IsKube()
+	if kube && len(s.SiteList) < 2 {
+		add("sites", "list at least two sites (they may share a context)")
+	}
+	if !kube {
+		for key, set := range map[string]bool{"image": s.Kube.Image != "", "probe": s.Kube.Probe != "", "allow_patch": s.Kube.AllowPatch, "share_node": s.Kube.ShareNode} {
+			if set {
+				add(key, "applies only to Kubernetes sites (a list of sites with context:)")
+			}
+		}
+	} else {
+		if s.Kube.Probe != "" && s.Kube.Probe != ProbeNone && s.Kube.Probe != ProbeNode {
+			add("probe", "must be %s or %s, got %q", ProbeNone, ProbeNode, s.Kube.Probe)
+		}
+		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) {
+			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")
+		}
+		if s.Topology != Topologies[0] {
+			add("topology", "Kubernetes sites run workloads in pods (topology %s only)", Topologies[0])
+		}
+		if len(s.Limits) > 0 && !s.Kube.AllowPatch {
+			add("limits", "on Kubernetes sites a limit patches the CPU limit of a solution's Deployment or DaemonSet in your installation (restored after the run): set allow_patch: true to allow it")
+		}
+	}
+	bl, ok := cat.(BackendLister)
+	if !ok {
+		return ps
+	}
+	for i, d := range s.Datapaths {
+		if _, known := cat.DatapathFields(d.Name); !known || d.Name == "" {
+			continue
+		}
+		switch k := bl.DatapathKube(d.Name); {
+		case k && !kube:
+			add(index("datapaths", i), "%s exposes a server on Kubernetes sites: list the sites with their contexts (sites: [{name: east, context: east}, ...])", d.Name)
+		case !k && kube:
+			add(index("datapaths", i), "%s runs on local sites (network namespaces), not on Kubernetes sites: use k8s-pod, k8s-hostnet, k8s-clusterip, k8s-nodeport, k8s-loadbalancer or a solution's adapter", d.Name)
+		}
+	}
+	if kube {
+		for i, w := range s.Workloads {
+			if _, known := cat.WorkloadFields(w.Type); known && !bl.WorkloadPods(w.Type) {
+				add(index("workloads", i)+".type", "%s runs programs on the controller's machine and only on local sites; in pods: the agent's workloads (stream, rr, crr, http, rate-sweep)", w.Type)
+			} else if slices.Contains(w.Params["server"], any("nginx")) {
+				add(index("workloads", i)+".server", "on Kubernetes sites the server is the agent's own (builtin); nginx in a pod is not supported yet")
 			}
 		}
 	}

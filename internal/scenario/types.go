@@ -217,11 +217,79 @@ type Scenario struct {
 	ProbeInterval time.Duration `json:"probe_interval"`
 	// Seed orders the trials; 0 picks one at run time (recorded in the manifest).
 	Seed int64 `json:"seed,omitempty"`
+	// SiteList, when the file lists its sites, holds them: sites on
+	// Kubernetes clusters, one kubeconfig context each (two may share
+	// one). Sites is then its length. Empty: Sites local network
+	// namespaces.
+	SiteList []Site `json:"site_list,omitempty"`
+	// Kube holds the settings of a run on Kubernetes sites.
+	Kube Kube `json:"kubernetes,omitempty"`
 	// Limits caps the resources of datapath components, by component name
 	// (e.g. "wireguard-go@a") or role (e.g. "relay"): every component whose
 	// name or role is the key gets the limit. Each list of values is a
 	// dimension of the matrix (see Points).
 	Limits map[string]Limit `json:"limits,omitempty"`
+}
+
+// Site is a site on a Kubernetes cluster, an entry of a sites list.
+type Site struct {
+	// Name is the site's name in records ([a-z0-9-], unique).
+	Name string `json:"name"`
+	// Context is the kubeconfig context; "" is the kubeconfig's current one.
+	Context string `json:"context,omitempty"`
+	// Kubeconfig is the kubeconfig file; "" uses the default loading
+	// rules ($KUBECONFIG, else ~/.kube/config).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// NodeSelector places the site's agent pod on matching nodes.
+	NodeSelector map[string]string `json:"node_selector,omitempty"`
+	// Tolerations let the site's agent pod run on tainted nodes.
+	Tolerations []Toleration `json:"tolerations,omitempty"`
+}
+
+// Toleration is a pod toleration (Kubernetes' fields).
+type Toleration struct {
+	Key      string `json:"key,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Effect   string `json:"effect,omitempty"`
+}
+
+// Probe values: how CPU is accounted on Kubernetes sites.
+const (
+	// ProbeNone: no node-level CPU; the figures that need it are missing,
+	// with the reason.
+	ProbeNone = "none"
+	// ProbeNode: a privileged DaemonSet (host PID, read-only /proc and
+	// /sys/fs/cgroup) runs the local probe on every node.
+	ProbeNode = "node"
+)
+
+// Kube is what a run on Kubernetes sites needs beyond its sites.
+type Kube struct {
+	// Image is the agent image (see `spanperf image`); --image overrides.
+	Image string `json:"image,omitempty"`
+	// Probe is ProbeNone (default) or ProbeNode.
+	Probe string `json:"probe,omitempty"`
+	// AllowPatch lets limits patch the CPU limit of a solution's
+	// Deployment or DaemonSet in the user's installation (restored after).
+	AllowPatch bool `json:"allow_patch,omitempty"`
+	// ShareNode lets two sites on one cluster run their agent pods on one
+	// node (by default anti-affinity keeps client and server apart).
+	ShareNode bool `json:"share_node,omitempty"`
+}
+
+// IsKube tells whether the scenario's sites are on Kubernetes clusters.
+func (s *Scenario) IsKube() bool { return len(s.SiteList) > 0 }
+
+// BackendLister is an optional Catalog capability: it tells which
+// datapaths are Kubernetes exposure adapters, which run only on
+// Kubernetes sites (the others only on local ones), and which workloads
+// run in pods.
+type BackendLister interface {
+	// DatapathKube tells whether datapath name runs on Kubernetes sites.
+	DatapathKube(name string) bool
+	// WorkloadPods tells whether workload name runs in pods.
+	WorkloadPods(name string) bool
 }
 
 // Limit is the resource limit of the components one key of
