@@ -19,7 +19,9 @@ build: deps
 demo: build
 	$(BIN) run -f examples/quick.yaml
 
-## test: every test, against real namespaces and links (needs root).
+## test: every test, against real namespaces and links (needs root), then the
+## Kubernetes tests against two real local clusters (test-kube, after the local
+## ones: the clusters' daemons would be foreign CPU in the local known-answer tests).
 ## Packages run one at a time (-p 1): the known-answer tests (tbf rate,
 ## cgroup CPU, HTTP delay) measure time and must not share 2 cores with
 ## another package's datapaths. As another user it fails at once, saying
@@ -29,6 +31,7 @@ test:
 	@$(MAKE) --no-print-directory build
 	$(GO) vet ./...
 	$(GO) test -count=1 -p 1 -timeout 9m ./...
+	test/kube/smoke.sh
 
 ## image: the agent image, bin/spanperf.tar (a static spanperf at /spanperf;
 ## load it with `ctr -n k8s.io images import`); IMAGE_TAG names it.
@@ -37,10 +40,11 @@ image: deps
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/spanperf-static ./cmd/spanperf
 	bin/spanperf-static image -o bin/spanperf.tar --tag $(IMAGE_TAG)
 
-## test-kube: the Kubernetes harness's smoke test (test/kube/smoke.sh, needs root):
+## test-kube: the Kubernetes part of `make test` alone (test/kube/smoke.sh, needs root):
 ## two real single-node clusters (binaries built once into /var/cache/spanperf/kube),
-## the agent image as pods, rr and stream across the clusters' pod IPs, teardown,
-## and a check that nothing is left. Not part of `make test` yet.
+## the agent image as pods, rr and stream across the clusters' pod IPs, the Go tests
+## that need clusters (testbed/kube, datapath/kubedp, runs end to end), teardown,
+## and a check that nothing is left.
 test-kube:
 	@if [ "$$(id -u)" != 0 ]; then echo "make test-kube needs root: it runs two Kubernetes clusters (containerd, kubelet, network namespaces)" >&2; exit 1; fi
 	test/kube/smoke.sh

@@ -163,6 +163,10 @@ func TestDocumentedScenariosRun(t *testing.T) {
 		if err != nil {
 			continue // TestDocumentedScenariosParse reports it
 		}
+		if s.IsKube() {
+			t.Logf("%s: Kubernetes sites: run against the local clusters by TestKube* (make test-kube)", d.label)
+			continue
+		}
 		if err := s.Apply(sc.Overrides{Reps: shortReps, Duration: shortDuration}, plugins.Catalog{}); err != nil {
 			t.Errorf("%s: %v", d.label, err)
 			continue

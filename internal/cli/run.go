@@ -32,6 +32,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var ov scenario.Overrides
 	fs.DurationVar(&ov.Duration, "duration", 0, "override each trial's measured duration")
 	fs.IntVar(&ov.Reps, "reps", 0, "override the number of repetitions")
+	fs.StringVar(&ov.Image, "image", "", "Kubernetes sites: the agent image (override the file's image:)")
 	dps := fs.String("datapath", "", "comma-separated datapaths to run (override the file's)")
 	wls := fs.String("workload", "", "comma-separated workload types to run (override the file's)")
 	seed := fs.Int64("seed", 0, "order trials with this seed (default: random, recorded)")

@@ -18,6 +18,7 @@ import (
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/kube"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -104,7 +105,18 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	if err := datapath.CheckTopology(g.Datapath.Name, dp, s.Topology); err != nil {
 		return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
 	}
-	tb, err := netns.New(ctx, TestbedSpec(s, NewID()))
+	var tb testbed.Testbed
+	if s.IsKube() {
+		var ktb *kube.Testbed
+		if ktb, err = newKubeTestbed(ctx, s, NewID(), dp); err == nil {
+			tb = ktb
+		}
+	} else {
+		var ltb *netns.Testbed
+		if ltb, err = netns.New(ctx, TestbedSpec(s, NewID())); err == nil {
+			tb = ltb
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -214,12 +226,31 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 	var res *workload.Result
 	var probed *probed
 	var err error
-	if steps {
+	switch {
+	case steps:
 		// The probe measures one window, and such a trial runs one per
 		// step: its figures would describe whichever step it caught.
 		res, err = w.Run(tctx, env)
 		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
-	} else {
+	case s.IsKube():
+		// The machine the controller runs on is not the nodes': its probe
+		// would measure the wrong CPU.
+		var start time.Time
+		var length time.Duration
+		env.Measure = func(delay, l time.Duration) {
+			measure(delay, l)
+			start, length = time.Now().Add(delay), l
+		}
+		res, err = w.Run(tctx, env)
+		probed = unprobed(s, link.Components, errors.New("not measured: probe: none on Kubernetes sites (probe: node runs the node probe)"))
+		if !start.IsZero() {
+			end := start.Add(length)
+			if now := time.Now(); now.Before(end) {
+				end = now
+			}
+			probed.res.Start, probed.res.End = start, end
+		}
+	default:
 		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func(probe workload.MeasureFunc) (*workload.Result, error) {
 			env.Measure = func(delay, length time.Duration) {
 				measure(delay, length)

@@ -544,6 +544,9 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 	if o.Reps != 0 {
 		t.Repetitions = o.Reps
 	}
+	if o.Image != "" {
+		t.Kube.Image = o.Image
+	}
 	if len(o.Datapaths) > 0 {
 		t.Datapaths = nil
 		for _, label := range dedupe(o.Datapaths) {

@@ -320,6 +320,8 @@ type Point struct {
 type Overrides struct {
 	// Duration replaces Scenario.Duration when non-zero.
 	Duration time.Duration
+	// Image replaces Kube.Image (the agent image) when not empty.
+	Image string
 	// Reps replaces Scenario.Repetitions when non-zero.
 	Reps int
 	// Datapaths, when not empty, keeps only these datapath labels (an entry

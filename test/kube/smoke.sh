@@ -54,3 +54,15 @@ for dir in "1 $K1 $IP2" "2 $K2 $IP1"; do
   python3 -c 'import json,sys; b=json.loads(sys.argv[1])["metrics"]["bytes"]; c=int(sys.argv[2])
 assert 0.9*b <= c <= 1.2*b+1e6, "stream reported %d B, host veth to the server cluster carried %d B" % (b, c)' "$st" "$crossed"
 done
+# The Go tests that need real clusters (they skip without these variables): the Kubernetes
+# testbed, the exposure adapters and runs end to end. KUBE_GO_TESTS="" skips them.
+for K in "$K1" "$K2"; do "$K" delete pod agent --wait=false >/dev/null; done
+export SPANPERF_KUBECONFIG=$STATE/c1/kubeconfig:$STATE/c2/kubeconfig SPANPERF_KUBE_CONTEXTS=spk1,spk2
+export SPANPERF_KUBE_IMAGE=$AGENT_IMAGE SPANPERF_KUBE_PAUSE_IMAGE=$PAUSE_IMAGE
+KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/... ./internal/datapath/kubedp/... 2>/dev/null | tr '\n' ' ')}
+if [ -n "$KUBE_GO_TESTS" ]; then
+  T=$(ts)
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 15m $KUBE_GO_TESTS)
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/runner/ ./internal/cli/)
+  echo "smoke: Go tests against the clusters passed in $(since $T) s"
+fi

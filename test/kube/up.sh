@@ -29,5 +29,28 @@ T3=$(ts)
 sysctl -qw net.ipv4.ip_forward=1   # the host routes between the clusters' pod ranges; down.sh restores it
 "$HERE/cluster-up.sh" 1
 "$HERE/cluster-up.sh" 2
+# One kubeconfig with both clusters: contexts spk1 and spk2, and east and west naming the same
+# clusters, as examples/icpe25.yaml and the README's worked example do.
+python3 - "$STATE" <<'PY'
+import re, sys
+state = sys.argv[1]
+def parts(n):
+    kc = open(f"{state}/c{n}/kubeconfig").read()
+    server = re.search(r'server: "([^"]+)"', kc).group(1)
+    token = re.search(r'token: (\S+)\}', kc).group(1)
+    return server, token
+out = ["apiVersion: v1", "kind: Config", "clusters:"]
+for n in (1, 2):
+    out.append(f'- name: spk{n}\n  cluster: {{server: "{parts(n)[0]}", insecure-skip-tls-verify: true}}')
+out.append("users:")
+for n in (1, 2):
+    out.append(f"- name: spk{n}\n  user: {{token: {parts(n)[1]}}}")
+out.append("contexts:")
+for name, n in (("spk1", 1), ("spk2", 2), ("east", 1), ("west", 2)):
+    out.append(f"- name: {name}\n  context: {{cluster: spk{n}, user: spk{n}}}")
+out.append("current-context: spk1")
+open(f"{state}/kubeconfig", "w").write("\n".join(out) + "\n")
+PY
+chmod 600 "$STATE/kubeconfig"
 echo "up: packages $(echo "$T1 - $T0" | bc | xargs printf '%.1f') s, kubernetes binaries $(echo "$T2 - $T1" | bc | xargs printf '%.1f') s," \
      "images $(echo "$T3 - $T2" | bc | xargs printf '%.1f') s, clusters $(since $T3) s, total $(since $T0) s"
