@@ -213,16 +213,29 @@ func cmdList(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATAPATHS\t")
-	for _, d := range plugins.Datapaths() {
-		fmt.Fprintf(tw, "  %s\t%s\n", d.Name, d.Summary)
-		for _, f := range d.Options {
-			fmt.Fprintf(tw, "    %s\t%s%s\n", f.Name, f.Doc, defaultNote(f))
+	for _, kube := range []bool{false, true} {
+		if kube {
+			fmt.Fprintln(tw, "\t\nDATAPATHS ON KUBERNETES SITES (exposure adapters; sites listed with context:)\t")
+		} else {
+			fmt.Fprintln(tw, "DATAPATHS ON LOCAL SITES (network namespaces)\t")
+		}
+		for _, d := range plugins.Datapaths() {
+			if d.Kube != kube {
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\n", d.Name, d.Summary)
+			for _, f := range d.Options {
+				fmt.Fprintf(tw, "    %s\t%s%s\n", f.Name, f.Doc, defaultNote(f))
+			}
 		}
 	}
 	fmt.Fprintln(tw, "\t\nWORKLOADS\t")
 	for _, w := range plugins.Workloads() {
-		fmt.Fprintf(tw, "  %s\t%s\n", w.Name, w.Summary)
+		where := ""
+		if !w.Pods {
+			where = " (local sites only)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\n", w.Name, w.Summary, where)
 		for _, f := range w.Params {
 			fmt.Fprintf(tw, "    %s\t%s%s\n", f.Name, f.Doc, defaultNote(f))
 		}
