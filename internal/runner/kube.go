@@ -9,6 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/probe"
+	"github.com/spanperf/spanperf/internal/prom"
+	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
 )
@@ -64,4 +67,72 @@ func newKubeTestbed(ctx context.Context, s *scenario.Scenario, id string, dp dat
 		sh.Shape(&spec.Shape)
 	}
 	return kube.New(ctx, spec)
+}
+
+// kubeProbed is the probe of a trial on Kubernetes sites over the window
+// [start, end): the machine the controller runs on is not the nodes, so
+// its own probe would measure the wrong CPU. With prometheus: URL, each
+// pod component's CPU (and Kepler's energy) comes from Prometheus;
+// node-level figures (busy, softirq, path) come only from the node probe.
+func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, start, end time.Time) *probed {
+	pd := &probed{comps: comps, s: s, res: probe.Result{Metrics: map[string]float64{}, Missing: map[string]string{}, Start: start, End: end}}
+	m, miss := pd.res.Metrics, pd.res.Missing
+	nodeWhy := "not measured: probe: none on Kubernetes sites (probe: node runs the node probe)"
+	for _, k := range []string{results.CPUCoresBusy, results.CPUCoresSoftirq, results.CPUCoresPath, results.CPUCoresForeign} {
+		miss[k] = nodeWhy
+	}
+	if start.IsZero() || !end.After(start) {
+		pd.err = errNoWindow
+		return pd
+	}
+	var pods []results.Component
+	for _, c := range comps {
+		if c.Pod != "" {
+			pods = append(pods, c)
+		}
+	}
+	switch {
+	case s.Kube.Prometheus == "":
+		why := "not measured: no prometheus: URL and probe: none"
+		if len(pods) == 0 {
+			why = "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
+		}
+		miss[results.CPUCoresDatapath], miss[results.EnergyJoules] = why, why
+		return pd
+	case len(pods) == 0:
+		why := "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
+		miss[results.CPUCoresDatapath], miss[results.EnergyJoules] = why, why
+		return pd
+	}
+	pc := &prom.Client{URL: s.Kube.Prometheus}
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cpuSum, joules := 0.0, 0.0
+	cpuOK, joulesOK := true, true
+	for _, c := range pods {
+		if v, err := pc.PodCPU(qctx, c.Namespace, c.Pod, c.Container, start, end); err != nil {
+			miss[results.For(results.CPUCores, c.Name)] = err.Error()
+			cpuOK = false
+		} else {
+			m[results.For(results.CPUCores, c.Name)] = v
+			cpuSum += v
+		}
+		if v, err := pc.PodJoules(qctx, c.Namespace, c.Pod, c.Container, start, end); err != nil {
+			if joulesOK {
+				miss[results.EnergyJoules] = "kepler: " + err.Error()
+			}
+			joulesOK = false
+		} else {
+			joules += v
+		}
+	}
+	if cpuOK {
+		m[results.CPUCoresDatapath] = cpuSum
+	} else {
+		miss[results.CPUCoresDatapath] = "prometheus: a component's CPU is missing"
+	}
+	if joulesOK {
+		m[results.EnergyJoules] = joules
+	}
+	return pd
 }

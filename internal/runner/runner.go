@@ -242,14 +242,11 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 			start, length = time.Now().Add(delay), l
 		}
 		res, err = w.Run(tctx, env)
-		probed = unprobed(s, link.Components, errors.New("not measured: probe: none on Kubernetes sites (probe: node runs the node probe)"))
-		if !start.IsZero() {
-			end := start.Add(length)
-			if now := time.Now(); now.Before(end) {
-				end = now
-			}
-			probed.res.Start, probed.res.End = start, end
+		end := start.Add(length)
+		if now := time.Now(); now.Before(end) {
+			end = now
 		}
+		probed = kubeProbed(ctx, s, link.Components, start, end)
 	default:
 		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func(probe workload.MeasureFunc) (*workload.Result, error) {
 			env.Measure = func(delay, length time.Duration) {

@@ -19,7 +19,7 @@ import (
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
-		"image", "probe", "allow_patch", "share_node"}
+		"image", "probe", "prometheus", "allow_patch", "share_node"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -180,6 +180,10 @@ func (p *parser) scenario(data []byte) *Scenario {
 		case "probe":
 			if x, ok := p.value(KindString, v, kp); ok {
 				s.Kube.Probe = x.(string)
+			}
+		case "prometheus":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Kube.Prometheus = x.(string)
 			}
 		case "allow_patch":
 			if x, ok := p.value(KindBool, v, kp); ok {

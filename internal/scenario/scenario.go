@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -325,7 +326,8 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		add("sites", "list at least two sites (they may share a context)")
 	}
 	if !kube {
-		for key, set := range map[string]bool{"image": s.Kube.Image != "", "probe": s.Kube.Probe != "", "allow_patch": s.Kube.AllowPatch, "share_node": s.Kube.ShareNode} {
+		for key, set := range map[string]bool{"image": s.Kube.Image != "", "probe": s.Kube.Probe != "", "prometheus": s.Kube.Prometheus != "",
+			"allow_patch": s.Kube.AllowPatch, "share_node": s.Kube.ShareNode} {
 			if set {
 				add(key, "applies only to Kubernetes sites (a list of sites with context:)")
 			}
@@ -333,6 +335,9 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 	} else {
 		if s.Kube.Probe != "" && s.Kube.Probe != ProbeNone && s.Kube.Probe != ProbeNode {
 			add("probe", "must be %s or %s, got %q", ProbeNone, ProbeNode, s.Kube.Probe)
+		}
+		if u, err := url.Parse(s.Kube.Prometheus); s.Kube.Prometheus != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			add("prometheus", "want the http:// or https:// URL of a Prometheus server, got %q", s.Kube.Prometheus)
 		}
 		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) {
 			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")

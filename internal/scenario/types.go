@@ -270,6 +270,11 @@ type Kube struct {
 	Image string `json:"image,omitempty"`
 	// Probe is ProbeNone (default) or ProbeNode.
 	Probe string `json:"probe,omitempty"`
+	// Prometheus is the URL of a Prometheus server whose
+	// container_cpu_usage_seconds_total (cAdvisor's) gives the CPU of the
+	// solution's pods, and Kepler's kepler_container_joules_total their
+	// energy when it has it; "" queries none.
+	Prometheus string `json:"prometheus,omitempty"`
 	// AllowPatch lets limits patch the CPU limit of a solution's
 	// Deployment or DaemonSet in the user's installation (restored after).
 	AllowPatch bool `json:"allow_patch,omitempty"`
