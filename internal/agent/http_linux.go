@@ -648,6 +648,10 @@ func httpMain(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		var err error
+		if _, _, err := SplitTarget(target); err != nil {
+			fmt.Fprintf(stderr, "agent http: --target: %v\n", err)
+			return 2
+		}
 		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
 			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
 			return 1

@@ -55,6 +55,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		var err error
+		if _, _, err := SplitTarget(target); err != nil {
+			fmt.Fprintf(stderr, "agent client: --target: %v\n", err)
+			return 2
+		}
 		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
 			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
 			return 1

@@ -12,6 +12,22 @@ import (
 // ResolveTimeout bounds the name lookup of a client's target.
 const ResolveTimeout = 10 * time.Second
 
+// SplitTarget checks the form of a --target, HOST:PORT, and splits it.
+func SplitTarget(target string) (host string, port uint16, err error) {
+	host, ps, err := net.SplitHostPort(target)
+	if err != nil {
+		return "", 0, fmt.Errorf("target %q: %w", target, err)
+	}
+	p, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || p == 0 {
+		return "", 0, fmt.Errorf("target %q: bad port %q", target, ps)
+	}
+	if host == "" {
+		return "", 0, fmt.Errorf("target %q: no host", target)
+	}
+	return host, uint16(p), nil
+}
+
 // ResolveTarget parses a client's --target, HOST:PORT, where HOST is an IP
 // address or a name: a name is looked up once, here, before the client
 // connects (in a pod: the cluster's DNS, e.g. a Kubernetes service name),
@@ -20,16 +36,9 @@ func ResolveTarget(ctx context.Context, target string) (netip.AddrPort, error) {
 	if ap, err := netip.ParseAddrPort(target); err == nil {
 		return ap, nil
 	}
-	host, port, err := net.SplitHostPort(target)
+	host, p, err := SplitTarget(target)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("target %q: %w", target, err)
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return netip.AddrPort{}, fmt.Errorf("target %q: bad port %q", target, port)
-	}
-	if host == "" {
-		return netip.AddrPort{}, fmt.Errorf("target %q: no host", target)
+		return netip.AddrPort{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
 	defer cancel()
@@ -47,5 +56,5 @@ func ResolveTarget(ctx context.Context, target string) (netip.AddrPort, error) {
 			break
 		}
 	}
-	return netip.AddrPortFrom(a.Unmap(), uint16(p)), nil
+	return netip.AddrPortFrom(a.Unmap(), p), nil
 }
