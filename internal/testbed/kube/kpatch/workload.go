@@ -213,7 +213,9 @@ func (w *workload) waitRollout(ctx context.Context, timeout time.Duration) error
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 				return false, err
 			}
-			last = err.Error()
+			if ctx.Err() == nil {
+				last = err.Error()
+			}
 			return false, nil
 		}
 		last = o.status
