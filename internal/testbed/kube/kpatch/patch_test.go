@@ -259,4 +259,3 @@ func newLedgerIn(t *testing.T, run string) *testbed.Ledger {
 	t.Cleanup(func() { l.Remove() })
 	return l
 }
-

@@ -206,16 +206,17 @@ func statefulSetDone(s *appsv1.StatefulSet) (bool, string) {
 // context, how far the rollout got (or the last error), and the newest
 // event of the object's pods.
 func (w *workload) waitRollout(ctx context.Context, timeout time.Duration) error {
-	last := "not checked yet"
+	// last is the newest status read; a read that failed (the API server
+	// slow, or the client's rate limiter near the deadline) is reported
+	// only when no status was read at all.
+	last, lastErr := "", "no status read"
 	err := poll(ctx, timeout, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
 		o, err := w.get(ctx)
 		if err != nil {
 			if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 				return false, err
 			}
-			if ctx.Err() == nil {
-				last = err.Error()
-			}
+			lastErr = "last error: " + err.Error()
 			return false, nil
 		}
 		last = o.status
@@ -229,6 +230,9 @@ func (w *workload) waitRollout(ctx context.Context, timeout time.Duration) error
 	}
 	if !errors.Is(err, errTimeout) {
 		return fmt.Errorf("rollout of %s in context %s: %w", w.what(), w.c.Context, err)
+	}
+	if last == "" {
+		last = lastErr
 	}
 	ev := ""
 	// The event lookup gets its own short bound: ctx may be what ended.
