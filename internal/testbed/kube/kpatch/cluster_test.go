@@ -163,6 +163,24 @@ func createDaemonSet(t *testing.T, c *kube.Clients, ns, name string) {
 	}
 }
 
+func createStatefulSet(t *testing.T, c *kube.Clients, ns, name string) {
+	t.Helper()
+	one := int32(1)
+	s := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    &one,
+			ServiceName: name,
+			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "patchtest-sts"}},
+			Template:    podSpec(corev1.Container{Name: "main", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("300m")}}}),
+		},
+	}
+	s.Spec.Template.Labels = map[string]string{"app": "patchtest-sts"}
+	if _, err := c.Kube.AppsV1().StatefulSets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitReady waits for the object's rollout, as Patch does.
 func waitReady(t *testing.T, c *kube.Clients, ref Ref) {
 	t.Helper()

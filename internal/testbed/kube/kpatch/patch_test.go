@@ -16,19 +16,23 @@ import (
 )
 
 // TestPatchAndRestore patches a Deployment's container (with a request and
-// a limit) and a DaemonSet's (with neither) to 250m: the rollout finished,
+// a limit), a DaemonSet's (with neither) and a StatefulSet's (a request of
+// 300m, no limit: the request is lowered) to 250m: the rollout finished,
 // the new pods' container has limits.cpu 250m, and (known answer) its
 // cgroup's CFS quota is 0.25 of its period. Restore puts back the exact
-// resources (no limit for the DaemonSet: quota -1 again) and removes the
+// resources (no limit for the DaemonSet and the StatefulSet: quota -1
+// again) and removes the
 // annotations.
 func TestPatchAndRestore(t *testing.T) {
 	c, kc := cluster(t)
 	ns := namespace(t, c)
 	createDeployment(t, c, ns, "dep", nil)
 	createDaemonSet(t, c, ns, "ds")
+	createStatefulSet(t, c, ns, "sts")
 	refs := []Ref{
 		{Kind: Deployment, Namespace: ns, Name: "dep", Container: "main", Kubeconfig: kc},
 		{Kind: DaemonSet, Namespace: ns, Name: "ds", Container: "main", Kubeconfig: kc},
+		{Kind: StatefulSet, Namespace: ns, Name: "sts", Container: "main", Kubeconfig: kc},
 	}
 	for _, ref := range refs {
 		waitReady(t, c, ref)
@@ -45,7 +49,12 @@ func TestPatchAndRestore(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s: patched and rolled out in %s", ref, time.Since(t0).Round(time.Millisecond))
-			if p.Note() != "" {
+			if ref.Kind == StatefulSet {
+				// Its request, 300m, is above the new limit.
+				if !strings.Contains(p.Note(), "requests.cpu 300m was above the new limit: lowered to 250m") {
+					t.Errorf("note %q does not say the request was lowered", p.Note())
+				}
+			} else if p.Note() != "" {
 				t.Errorf("note %q: the request was not above the limit", p.Note())
 			}
 			got, ann := snapshot(t, c, ref)
@@ -57,7 +66,7 @@ func TestPatchAndRestore(t *testing.T) {
 			if q := res.Limits[corev1.ResourceCPU]; q.Cmp(cpu) != 0 {
 				t.Errorf("template limits.cpu %s, want 250m", q.String())
 			}
-			if o := p.Original(); !o.Requests.Cpu().Equal(*res.Requests.Cpu()) {
+			if o := p.Original(); ref.Kind != StatefulSet && !o.Requests.Cpu().Equal(*res.Requests.Cpu()) {
 				t.Errorf("requests.cpu %s changed from %s", res.Requests.Cpu(), o.Requests.Cpu())
 			}
 			pods := livePods(t, c, ref)
@@ -106,7 +115,7 @@ func TestPatchAndRestore(t *testing.T) {
 					t.Errorf("pod %s after restore: resources %s, want %s", pod.Name, got, orig)
 				}
 				want := 1.0
-				if ref.Kind == DaemonSet {
+				if ref.Kind != Deployment {
 					want = -1 // no limit
 				}
 				if q, dir, ok := cfsQuota(t, pod, "main"); ok && q != want {
