@@ -183,7 +183,7 @@ func Patch(ctx context.Context, c *kube.Clients, ref Ref, cpu resource.Quantity,
 		return nil, err
 	}
 	p := &Patched{c: c, ref: ref, run: ledger.Run(), timeout: timeout}
-	var recorded bool
+	var recorded string
 	err = retryConflict(func() error {
 		obj, err := w.get(ctx)
 		if err != nil {
@@ -212,14 +212,16 @@ func Patch(ctx context.Context, c *kube.Clients, ref Ref, cpu resource.Quantity,
 		if err != nil {
 			return err
 		}
-		if !recorded {
+		// Recorded before the patch is sent; again if a conflict showed
+		// the object changed in between.
+		if recorded != string(origJSON) {
 			if err := ledger.Add(testbed.Entry{Kind: testbed.KindKubePatch, Kube: &testbed.KubePatch{
 				Kubeconfig: ref.Kubeconfig, Context: c.Context, Kind: string(ref.Kind),
 				Namespace: ref.Namespace, Name: ref.Name, Container: ref.Container, Original: origJSON,
 			}}); err != nil {
 				return fmt.Errorf("patch %s in context %s: record in ledger: %w", ref, c.Context, err)
 			}
-			recorded = true
+			recorded = string(origJSON)
 		}
 		res, note := withLimit(orig, cpu)
 		p.original, p.note = orig, note
@@ -256,6 +258,10 @@ func Patch(ctx context.Context, c *kube.Clients, ref Ref, cpu resource.Quantity,
 // longer patched by this run (restored already) is left as it is; one
 // patched by another run is an error. The spec is restored even when the
 // rollout then does not finish in time; the error says so.
+//
+// After ^C, give it a context that outlives the run's (for instance
+// context.WithTimeout(context.WithoutCancel(ctx), ...)): with a cancelled
+// context the object stays patched until `spanperf clean --kube`.
 func (p *Patched) Restore(ctx context.Context) error {
 	w, err := workloadFor(p.c, p.ref)
 	if err != nil {

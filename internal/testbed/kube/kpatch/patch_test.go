@@ -36,6 +36,15 @@ func TestPatchAndRestore(t *testing.T) {
 	}
 	for _, ref := range refs {
 		waitReady(t, c, ref)
+		// The component as the runner finds it, a pod, leads to its object.
+		pod := livePods(t, c, ref)[0]
+		got, err := RefForPod(context.Background(), c, ns, pod.Name, "main")
+		if want := (Ref{Kind: ref.Kind, Namespace: ns, Name: ref.Name, Container: "main"}); err != nil || got != want {
+			t.Errorf("RefForPod(%s) = %+v, %v; want %+v", pod.Name, got, err, want)
+		}
+	}
+	if _, err := RefForPod(context.Background(), c, ns, livePods(t, c, refs[0])[0].Name, "router"); err == nil || !strings.Contains(err.Error(), "containers: main, side") {
+		t.Errorf("RefForPod of a missing container: %v", err)
 	}
 	ledger := newLedger(t)
 	ctx := context.Background()
