@@ -191,6 +191,11 @@ func TestPatchErrors(t *testing.T) {
 		d.Spec.Template.Labels = map[string]string{"app": "stuck"}
 		d.Spec.Template.Spec.NodeSelector = map[string]string{"spanperf.io/no-such-node": "x"}
 	})
+	createDeployment(t, c, ns, "paused", func(d *appsv1.Deployment) {
+		d.Spec.Selector.MatchLabels = map[string]string{"app": "paused"}
+		d.Spec.Template.Labels = map[string]string{"app": "paused"}
+		d.Spec.Paused = true
+	})
 	ref := Ref{Kind: Deployment, Namespace: ns, Name: "dep", Container: "main", Kubeconfig: kc}
 	waitReady(t, c, ref)
 	ledger := newLedger(t)
@@ -205,6 +210,7 @@ func TestPatchErrors(t *testing.T) {
 		{"no object", Ref{Kind: Deployment, Namespace: ns, Name: "nope", Container: "main"}, []string{"deployment " + ns + "/nope not found in context " + c.Context}},
 		{"no container", Ref{Kind: Deployment, Namespace: ns, Name: "dep", Container: "router"}, []string{`no container "router"`, "containers: main, side", "deployment " + ns + "/dep", c.Context}},
 		{"wrong kind", Ref{Kind: DaemonSet, Namespace: ns, Name: "dep", Container: "main"}, []string{"daemonset " + ns + "/dep not found"}},
+		{"paused", Ref{Kind: Deployment, Namespace: ns, Name: "paused", Container: "main"}, []string{"deployment " + ns + "/paused in context " + c.Context + ": the deployment is paused"}},
 		{"bad kind", Ref{Kind: "Pod", Namespace: ns, Name: "dep", Container: "main"}, []string{`kind "Pod"`}},
 	}
 	for _, tc := range cases {
