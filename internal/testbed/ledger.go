@@ -23,6 +23,10 @@ const (
 	KindCgroup = "cgroup" // a cgroup directory (Path)
 	KindPath   = "path"   // a file or directory to remove (Path)
 	KindMount  = "mount"  // a mount point to unmount (Path)
+	// KindKubePatch is a change to a workload object in a cluster (Kube):
+	// the CPU limit of one of its containers, set for sizing. It is undone
+	// by restoring Kube.Original (`spanperf clean --kube`), not locally.
+	KindKubePatch = "kube-patch"
 )
 
 // Entry is one thing a run created.
@@ -37,6 +41,29 @@ type Entry struct {
 	Owner      int    `json:"owner,omitempty"`
 	OwnerStart uint64 `json:"owner_start,omitempty"`
 	Run        string `json:"run,omitempty"`
+	// Kube is what a KindKubePatch entry changed, and how to undo it.
+	Kube *KubePatch `json:"kube,omitempty"`
+}
+
+// KubePatch records a container's resources as they were before a run
+// patched them, written before the patch is sent, so that a killed run's
+// change can be undone from another process.
+type KubePatch struct {
+	// Kubeconfig is the kubeconfig file the run connected with; "" is the
+	// default loading rules.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Context is the kubeconfig context (the cluster).
+	Context string `json:"context"`
+	// Kind is Deployment, DaemonSet or StatefulSet (apps/v1).
+	Kind string `json:"object_kind"`
+	// Namespace and Name name the object.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Container is the container whose resources were patched.
+	Container string `json:"container"`
+	// Original is the container's resources (core/v1
+	// ResourceRequirements as JSON) before the patch.
+	Original json.RawMessage `json:"original"`
 }
 
 // Ledger is an append-only file of Entries, synced as each is added, so that
@@ -137,6 +164,44 @@ func (l *Ledger) Remove() error {
 		return nil
 	}
 	return err
+}
+
+// Path is the ledger's file.
+func (l *Ledger) Path() string { return l.path }
+
+// RewriteLedger replaces the ledger file at path with ents, atomically (a
+// new file renamed over it). It is for sweeping a dead run's ledger, whose
+// owner no longer appends to it: what has been undone is dropped, what
+// remains stays recorded.
+func RewriteLedger(path string, ents []Entry) error {
+	var b []byte
+	for _, e := range ents {
+		j, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("rewrite ledger %s: %w", path, err)
+		}
+		b = append(append(b, j...), '\n')
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("rewrite ledger %s: %w", path, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("rewrite ledger %s: %w", path, err)
+	}
+	return nil
 }
 
 // ReadLedger reads a ledger file. A torn last line (a crash mid-write) is ignored.

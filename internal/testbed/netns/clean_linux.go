@@ -65,6 +65,19 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 			errs = append(errs, fmt.Errorf("run %s: %w", run, err))
 			continue
 		}
+		// Changes in clusters are not undone here (that needs the cluster's
+		// API and credentials): the ledger is kept with only them, for
+		// `spanperf clean --kube`, which removes it once they are restored.
+		if kept := kubePatches(ents); len(kept) > 0 {
+			if err := testbed.RewriteLedger(lp, append([]testbed.Entry{head}, kept...)); err != nil {
+				errs = append(errs, fmt.Errorf("run %s: %w", run, err))
+				continue
+			}
+			for _, e := range kept {
+				rep.Skipped = append(rep.Skipped, fmt.Sprintf("run %s: %s in context %s is still patched; `spanperf clean --kube` restores it", run, kubeObject(e), e.Kube.Context))
+			}
+			continue
+		}
 		os.Remove(lp)
 		rep.Removed = append(rep.Removed, "ledger "+lp)
 	}
@@ -128,7 +141,23 @@ func Clean(opts CleanOptions) (CleanReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// undo reverses a ledger: processes first, then mounts, cgroups, namespaces, paths.
+// kubePatches returns the ledger's changes to cluster objects.
+func kubePatches(ents []testbed.Entry) []testbed.Entry {
+	var out []testbed.Entry
+	for _, e := range ents {
+		if e.Kind == testbed.KindKubePatch && e.Kube != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// kubeObject names a kube-patch entry's object: "deployment ns/name container c".
+func kubeObject(e testbed.Entry) string {
+	return fmt.Sprintf("%s %s/%s container %s", strings.ToLower(e.Kube.Kind), e.Kube.Namespace, e.Kube.Name, e.Kube.Container)
+}
+
+// undo reverses a ledger (kube-patch entries excepted, see Clean): processes first, then mounts, cgroups, namespaces, paths.
 func undo(ents []testbed.Entry, rep *CleanReport) error {
 	var errs []error
 	for _, e := range ents {
