@@ -300,16 +300,36 @@ func TestOneCluster(t *testing.T) {
 	if a.Namespace() != b.Namespace() || a.Pod().Spec.NodeName != b.Pod().Spec.NodeName || a.Pod().Name == b.Pod().Name {
 		t.Errorf("pods %s/%s on %s, %s/%s on %s", a.Namespace(), a.Pod().Name, a.Pod().Spec.NodeName, b.Namespace(), b.Pod().Name, b.Pod().Spec.NodeName)
 	}
+	// A process left running is stopped by Close.
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel0()
+	p, err := a.Exec(ctx0, agent.Command("agent-sleep", "sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-p.Done():
+		t.Fatalf("agent sleep ended: %v", p.Wait())
+	default:
+	}
+	t0 := time.Now()
 	if err := tb.Close(); err != nil {
 		t.Fatal(err)
+	}
+	t.Logf("closed in %.1fs, with a process running", time.Since(t0).Seconds())
+	select {
+	case <-p.Done():
+	default:
+		t.Error("Close returned with a process still running")
 	}
 	noNamespace(t, env, run)
 
 	run = kubetest.RunID("kubetb-apart-")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	t0 := time.Now()
-	_, err := kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ReadyTimeout: time.Minute,
+	t0 = time.Now()
+	_, err = kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ReadyTimeout: time.Minute,
 		Sites: []kube.SiteSpec{env.Site("a", 0), env.Site("b", 0)}})
 	t.Logf("%.1fs: %v", time.Since(t0).Seconds(), err)
 	if err == nil {
@@ -349,6 +369,29 @@ func TestBadImage(t *testing.T) {
 	}
 	if time.Since(t0) > 50*time.Second {
 		t.Errorf("took %v, want well within the ready timeout", time.Since(t0))
+	}
+	noNamespace(t, env, run)
+
+	// ctx ends as soon as the namespace exists: New removes what it made,
+	// and says why it stopped.
+	run = kubetest.RunID("kubetb-cancel-")
+	admin := connect(t, env, 0)
+	cctx, ccancel := context.WithCancel(context.Background())
+	defer ccancel()
+	go func() {
+		defer ccancel()
+		for range 1000 {
+			if _, err := admin.Kube.CoreV1().Namespaces().Get(cctx, kube.Namespace(run), metav1.GetOptions{}); err == nil || cctx.Err() != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t0 = time.Now()
+	_, err = kube.New(cctx, kube.Spec{Run: run, Image: env.Image, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	t.Logf("ctx cancelled: %.1fs: %v", time.Since(t0).Seconds(), err)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("New when ctx ends: %v, want context.Canceled", err)
 	}
 	noNamespace(t, env, run)
 }
