@@ -15,14 +15,23 @@ import (
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
+//	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
+//	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
+//	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
+//
+// sleep, run and signal let a pod site, where the image holds only
+// /spanperf and no shell, keep its pod up and stop what it started by
+// exec: ending an exec stream does not end the remote process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal [flags]")
 		return 2
 	}
 	switch args[0] {
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
+	case "sleep", "run", "signal":
+		return podMain(args, stderr)
 	case "serve":
 		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)

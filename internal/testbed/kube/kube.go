@@ -6,8 +6,6 @@ package kube
 
 import (
 	"context"
-	"errors"
-	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,8 +13,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-
-	"github.com/spanperf/spanperf/internal/testbed"
 )
 
 // Labels and annotations on what the run creates in a cluster.
@@ -27,7 +23,18 @@ const (
 	LabelSite = "spanperf.io/site"
 	// LabelComponent is "agent" on agent pods, "node-probe" on the node probe's.
 	LabelComponent = "spanperf.io/component"
+
+	// AnnotationOwnerHost, AnnotationOwnerPID and AnnotationOwnerStart are
+	// on a run's namespaces: the host name, PID and start time (clock
+	// ticks, testbed.ProcStart) of the controller that made them, so that
+	// Clean can tell a dead run from a live one.
+	AnnotationOwnerHost  = "spanperf.io/owner-host"
+	AnnotationOwnerPID   = "spanperf.io/owner-pid"
+	AnnotationOwnerStart = "spanperf.io/owner-start"
 )
+
+// ComponentAgent is the LabelComponent of agent pods.
+const ComponentAgent = "agent"
 
 // SiteSpec is one scenario site on a cluster.
 type SiteSpec struct {
@@ -102,76 +109,10 @@ type Spec struct {
 	ShareNode bool
 	// ReadyTimeout bounds the wait for the agent pods; default 2m.
 	ReadyTimeout time.Duration
+	// ConnectTimeout bounds each API server's first answer; default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
 
 // Namespace is the run's namespace in every cluster.
 func Namespace(run string) string { return "spanperf-" + run }
-
-// Exec runs argv in container of pod in namespace ns, streaming stdin (may
-// be nil), stdout and stderr, and returns when the command exits
-// (an error carrying its exit status when it is not 0) or ctx ends.
-// Cancelling ctx ends the stream, not the remote process.
-func (c *Clients) Exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return errTODO
-}
-
-// Connect makes the clients of site's context, and checks that its API
-// server answers within timeout.
-func Connect(ctx context.Context, site SiteSpec, timeout time.Duration) (*Clients, error) {
-	return nil, errTODO
-}
-
-// Testbed is a run's sites on clusters.
-type Testbed struct{}
-
-var _ testbed.Testbed = (*Testbed)(nil)
-
-// New creates the run's namespaces, RBAC and agent pods and waits until
-// the pods are Ready; on error it removes what it created.
-func New(ctx context.Context, spec Spec) (*Testbed, error) { return nil, errTODO }
-
-// Sites implements testbed.Testbed.
-func (tb *Testbed) Sites() []testbed.Site { return nil }
-
-// KubeSites are the sites in scenario order.
-func (tb *Testbed) KubeSites() []*Site { return nil }
-
-// TempDir implements testbed.Testbed.
-func (tb *Testbed) TempDir() string { return "" }
-
-// Ledger implements testbed.Testbed.
-func (tb *Testbed) Ledger() *testbed.Ledger { return nil }
-
-// Close deletes the run's namespaces and waits until they are gone.
-func (tb *Testbed) Close() error { return errTODO }
-
-// Site is one scenario site: a namespace and an agent pod in a cluster.
-type Site struct{}
-
-var _ testbed.Site = (*Site)(nil)
-
-// Name implements testbed.Site.
-func (s *Site) Name() string { return "" }
-
-// Exec runs cmd (cmd.Agent must be set) in the site's agent pod.
-func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, error) {
-	return nil, errTODO
-}
-
-// Spec is the site's spec.
-func (s *Site) Spec() SiteSpec { return SiteSpec{} }
-
-// Clients are the site's cluster's clients.
-func (s *Site) Clients() *Clients { return nil }
-
-// Namespace is the run's namespace in the site's cluster.
-func (s *Site) Namespace() string { return "" }
-
-// Pod is the site's agent pod as it was when Ready (IP, host IP, node).
-func (s *Site) Pod() *corev1.Pod { return nil }
-
-// Selector is the label set that selects exactly this site's agent pod
-// (for a Service).
-func (s *Site) Selector() map[string]string { return nil }
-
-var errTODO = errors.New("kube: not implemented yet")

@@ -1,0 +1,229 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/testbed"
+)
+
+// How long Stop waits for the pieces of a remote stop.
+const (
+	// signalTimeout bounds one `agent signal` exec.
+	signalTimeout = 15 * time.Second
+	// pidfileWait is how long `agent signal` waits for a process just
+	// started to write its pidfile.
+	pidfileWait = 5 * time.Second
+	// streamEndTimeout is how long Stop waits, after SIGKILL, for the exec
+	// stream to end before it cuts the stream.
+	streamEndTimeout = 10 * time.Second
+)
+
+// statusNotRunning is `agent signal`'s exit status for a process that is
+// not running (agent.SignalNotRunning).
+const statusNotRunning = 3
+
+// Exec runs cmd (cmd.Agent must be set) in the site's agent pod, as
+// `/spanperf agent run --pidfile F -- ARGS`, so that Stop can signal it.
+// ctx bounds only the start; the stream lives until the process exits or
+// Stop. cmd.Stdout and cmd.Stderr are streamed; with Stderr nil, its last
+// lines are kept for Tail and for Wait's error.
+func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, error) {
+	if !cmd.Agent {
+		return nil, fmt.Errorf("site %s is a pod: it runs only the spanperf agent, not %s", s.Name(), cmd.Path)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	name := cmd.Name
+	if name == "" {
+		name = "agent"
+	}
+	p := &podProcess{
+		site: s, name: name + "@" + s.Name(), done: make(chan struct{}),
+		pidfile: fmt.Sprintf("/tmp/spanperf-%d.pid", s.tb.seq.Add(1)),
+		stdout:  cmd.Stdout, stderr: cmd.Stderr,
+	}
+	if p.stderr == nil {
+		p.tail = newTail(4096)
+		p.stderr = p.tail
+	}
+	argv := []string{AgentPath, "agent", "run", "--pidfile", p.pidfile}
+	for _, e := range cmd.Env {
+		argv = append(argv, "--env", e)
+	}
+	p.argv = append(append(argv, "--"), cmd.Args...)
+	s.tb.mu.Lock()
+	defer s.tb.mu.Unlock()
+	if s.tb.closed {
+		return nil, fmt.Errorf("%s: testbed closed", p.name)
+	}
+	// The stream outlives ctx (it bounds only the start) but keeps its values.
+	var sctx context.Context
+	sctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.tb.procs = append(s.tb.procs, p)
+	go p.run(sctx)
+	return p, nil
+}
+
+// podProcess is a testbed.Process: an exec stream into an agent pod.
+type podProcess struct {
+	site           *Site
+	name           string
+	pidfile        string
+	argv           []string
+	stdout, stderr io.Writer
+	tail           *tailBuffer
+	cancel         context.CancelFunc
+
+	done     chan struct{}
+	err      error
+	stopOnce sync.Mutex
+}
+
+var _ testbed.Process = (*podProcess)(nil)
+
+func (p *podProcess) run(ctx context.Context) {
+	defer close(p.done)
+	defer p.cancel()
+	c := p.site.cl.clients
+	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), AgentContainer, p.argv, nil, p.stdout, p.stderr)
+	if err != nil {
+		msg := p.name + ": " + err.Error()
+		if p.tail != nil && p.tail.Len() > 0 {
+			msg += ": " + strings.TrimSpace(p.tail.String())
+		}
+		err = &procError{msg: msg, err: err}
+	}
+	p.err = err
+}
+
+// procError is a process's error with its name and stderr's tail.
+type procError struct {
+	msg string
+	err error
+}
+
+func (e *procError) Error() string { return e.msg }
+func (e *procError) Unwrap() error { return e.err }
+
+// Wait waits for the process to exit and returns its error (one carrying
+// the exit status, see ExitStatus, when it is not 0).
+func (p *podProcess) Wait() error { <-p.done; return p.err }
+
+// Done is closed when the process has exited (its exec stream has ended).
+func (p *podProcess) Done() <-chan struct{} { return p.done }
+
+// Tail returns the last lines of stderr, when Command.Stderr was nil.
+func (p *podProcess) Tail() string {
+	if p.tail == nil {
+		return ""
+	}
+	return p.tail.String()
+}
+
+// Stop sends SIGTERM to the process in the pod (by exec'ing `agent
+// signal`), waits up to grace, then sends SIGKILL, and waits for the
+// stream to end (cutting it after streamEndTimeout). Stopping an exited
+// process is a no-op. It returns an error only when the process could not
+// be signalled and its stream did not end.
+func (p *podProcess) Stop(grace time.Duration) error {
+	p.stopOnce.Lock()
+	defer p.stopOnce.Unlock()
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	termErr := p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	killErr := p.signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(streamEndTimeout):
+	}
+	p.cancel()
+	select {
+	case <-p.done:
+	case <-time.After(streamEndTimeout):
+	}
+	if err := errors.Join(termErr, killErr); err != nil {
+		return fmt.Errorf("stop %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// signal sends sig to the process through `agent signal` in its pod; a
+// process that is not running is not an error.
+func (p *podProcess) signal(sig syscall.Signal) error {
+	name := map[syscall.Signal]string{syscall.SIGTERM: "TERM", syscall.SIGKILL: "KILL"}[sig]
+	ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+	defer cancel()
+	var stderr bytes.Buffer
+	c := p.site.cl.clients
+	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), AgentContainer,
+		[]string{AgentPath, "agent", "signal", "--pidfile", p.pidfile, "--signal", name, "--wait", pidfileWait.String()},
+		nil, nil, &stderr)
+	if code, ok := ExitStatus(err); ok && code == statusNotRunning {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signal %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// tailBuffer keeps the last lines written to it.
+type tailBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	limit int
+}
+
+func newTail(limit int) *tailBuffer { return &tailBuffer{limit: limit} }
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(b)
+	if t.buf.Len() > 2*t.limit {
+		keep := t.buf.Bytes()[t.buf.Len()-t.limit:]
+		if i := bytes.IndexByte(keep, '\n'); i >= 0 && i < len(keep)-1 {
+			keep = keep[i+1:]
+		}
+		nb := append([]byte(nil), keep...)
+		t.buf.Reset()
+		t.buf.Write(nb)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.Len()
+}
+
+// String returns the last few lines.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimRight(t.buf.String(), "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return strings.Join(lines, "\n")
+}
