@@ -158,9 +158,11 @@ const DefaultLoadBalancerTimeout = 2 * time.Minute
 // ClusterIPInfo registers Service of type ClusterIP.
 func ClusterIPInfo() datapath.Info {
 	return datapath.Info{
-		Name:       ClusterIPName,
-		Summary:    "Kubernetes: a ClusterIP Service in front of the server; client and server in one cluster",
-		New:        func(map[string]any) (datapath.Datapath, error) { return &Service{Type: corev1.ServiceTypeClusterIP}, nil },
+		Name:    ClusterIPName,
+		Summary: "Kubernetes: a ClusterIP Service in front of the server; client and server in one cluster",
+		New: func(map[string]any) (datapath.Datapath, error) {
+			return &Service{Type: corev1.ServiceTypeClusterIP}, nil
+		},
 		Components: kernelDeclared,
 		Kube:       true,
 	}
@@ -169,9 +171,11 @@ func ClusterIPInfo() datapath.Info {
 // NodePortInfo registers Service of type NodePort.
 func NodePortInfo() datapath.Info {
 	return datapath.Info{
-		Name:       NodePortName,
-		Summary:    "Kubernetes: a NodePort Service; the client dials the server node's IP and the nodePort",
-		New:        func(map[string]any) (datapath.Datapath, error) { return &Service{Type: corev1.ServiceTypeNodePort}, nil },
+		Name:    NodePortName,
+		Summary: "Kubernetes: a NodePort Service; the client dials the server node's IP and the nodePort",
+		New: func(map[string]any) (datapath.Datapath, error) {
+			return &Service{Type: corev1.ServiceTypeNodePort}, nil
+		},
 		Components: kernelDeclared,
 		Kube:       true,
 	}

@@ -69,8 +69,10 @@ type realSite struct {
 	pod     *corev1.Pod
 }
 
-func (s *realSite) Name() string                { return s.name }
-func (s *realSite) Spec() kube.SiteSpec         { return kube.SiteSpec{Name: s.name, Context: s.clients.Context} }
+func (s *realSite) Name() string { return s.name }
+func (s *realSite) Spec() kube.SiteSpec {
+	return kube.SiteSpec{Name: s.name, Context: s.clients.Context}
+}
 func (s *realSite) Clients() *kube.Clients      { return s.clients }
 func (s *realSite) Namespace() string           { return s.ns }
 func (s *realSite) Pod() *corev1.Pod            { return s.pod }
@@ -136,7 +138,7 @@ func newRealSite(t *testing.T, c *kube.Clients, name string, o podOpts) *realSit
 		}
 		ctr = corev1.Container{
 			Name: "agent", Image: img, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command: []string{"/spanperf", "agent", "serve", "--listen", fmt.Sprintf(":%d", ServicePort)},
+			Command:        []string{"/spanperf", "agent", "serve", "--listen", fmt.Sprintf(":%d", ServicePort)},
 			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intOrStr(ServicePort)}}, PeriodSeconds: 1},
 		}
 	}

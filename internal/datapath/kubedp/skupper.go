@@ -312,8 +312,9 @@ func (s *Skupper) setupV2(ctx context.Context, made *created, sites []Site) erro
 	if _, err := made.create(ctx, SkupperName, connector(server)); err != nil {
 		return err
 	}
+	_, clients := serverOf(sites)
 	listeners := []object{}
-	for _, c := range clusters(sites) {
+	for _, c := range clusters(clients) {
 		l := listener(c, server)
 		if _, err := made.create(ctx, SkupperName, l); err != nil {
 			return err
