@@ -239,13 +239,7 @@ func (s *Skupper) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 		made.closeAfter(SkupperName)
 		return nil, err
 	}
-	var err error
-	if s.API == SkupperV1 {
-		err = s.setupV1(ctx, &made, sites)
-	} else {
-		err = s.setupV2(ctx, &made, sites)
-	}
-	if err != nil {
+	if err := s.build(ctx, &made, sites); err != nil {
 		return fail(err)
 	}
 	comps, err := listComponents(ctx, SkupperName, sites, []podSet{{kind: "skupper-router", role: "router", selector: s.RouterSelector, container: "router", option: "router_selector"}})
@@ -273,55 +267,129 @@ func remoteClusters(sites []Site) []Site {
 	return out
 }
 
-func (s *Skupper) setupV2(ctx context.Context, made *created, sites []Site) error {
-	server, _ := serverOf(sites)
+// skupperPlan is what the adapter creates, in order: first, then the
+// tokens made from what the server's site answers (the v2 AccessGrant's
+// status, the v1 token request's data), then the exposure.
+type skupperPlan struct {
+	// first makes the sites (and asks for a link token); grant is the
+	// object whose answer the tokens need (nil when no client is in
+	// another cluster).
+	first []object
+	grant *object
+	// tokens makes the tokens of the clients' sites from the answer.
+	tokens func(answer *unstructured.Unstructured) []object
+	// expose binds the server to the clients' hosts; wait are the objects
+	// whose status says the binding is made (v2 Listeners).
+	expose, wait []object
+}
+
+// plan is what the adapter creates on sites.
+func (s *Skupper) plan(sites []Site) skupperPlan {
+	server, clients := serverOf(sites)
 	remotes := remoteClusters(sites)
-	if _, err := made.create(ctx, SkupperName, skupperSite(server, true)); err != nil {
-		return err
-	}
-	for _, c := range remotes {
-		if _, err := made.create(ctx, SkupperName, skupperSite(c, false)); err != nil {
-			return err
+	var p skupperPlan
+	if s.API == SkupperV1 {
+		for _, c := range clusters(sites) {
+			p.first = append(p.first, v1Site(c))
 		}
+		if len(remotes) > 0 {
+			req := v1TokenRequest(server)
+			p.first = append(p.first, req)
+			p.grant = &req
+		}
+		p.tokens = func(tok *unstructured.Unstructured) []object {
+			data, _, _ := unstructured.NestedMap(tok.Object, "data")
+			var out []object
+			for _, c := range remotes {
+				out = append(out, v1Token(c, data, tok.GetAnnotations()))
+			}
+			return out
+		}
+		p.expose = []object{v1Service(server)}
+		return p
+	}
+	p.first = append(p.first, skupperSite(server, true))
+	for _, c := range remotes {
+		p.first = append(p.first, skupperSite(c, false))
 	}
 	if len(remotes) > 0 {
 		grant := accessGrant(server, len(remotes))
-		if _, err := made.create(ctx, SkupperName, grant); err != nil {
+		p.first = append(p.first, grant)
+		p.grant = &grant
+	}
+	p.tokens = func(g *unstructured.Unstructured) []object {
+		url, _, _ := unstructured.NestedString(g.Object, "status", "url")
+		code, _, _ := unstructured.NestedString(g.Object, "status", "code")
+		ca, _, _ := unstructured.NestedString(g.Object, "status", "ca")
+		var out []object
+		for _, c := range remotes {
+			out = append(out, accessToken(c, url, code, ca))
+		}
+		return out
+	}
+	p.expose = []object{connector(server)}
+	for _, c := range clusters(clients) {
+		l := listener(c, server)
+		p.expose = append(p.expose, l)
+		p.wait = append(p.wait, l)
+	}
+	return p
+}
+
+// answered tells whether the server's site has answered the grant (v2:
+// the AccessGrant's status has url, code and ca; v1: the site controller
+// turned the request into a connection-token), and if not why.
+func (s *Skupper) answered(u *unstructured.Unstructured) (bool, string) {
+	if s.API == SkupperV1 {
+		if u.GetLabels()["skupper.io/type"] != "connection-token" {
+			return false, "still a connection-token-request (is Skupper 1.x's site controller running?)"
+		}
+		return true, ""
+	}
+	for _, f := range []string{"url", "code", "ca"} {
+		if v, _, _ := unstructured.NestedString(u.Object, "status", f); v == "" {
+			return false, "no status." + f + " yet; " + statusLine(u)
+		}
+	}
+	return true, ""
+}
+
+// build creates the plan: the sites, the tokens once the grant is
+// answered, the exposure, and waits until every Listener has a matching
+// Connector.
+func (s *Skupper) build(ctx context.Context, made *created, sites []Site) error {
+	p := s.plan(sites)
+	for _, o := range p.first {
+		if _, err := made.create(ctx, SkupperName, o); err != nil {
 			return err
 		}
-		var url, code, ca string
-		err := waitFor(ctx, grant.describe()+" to be ready", s.Timeout, time.Second, func(ctx context.Context) (bool, string, error) {
-			u, err := get(ctx, grant)
+	}
+	if p.grant != nil {
+		var answer *unstructured.Unstructured
+		err := waitFor(ctx, p.grant.describe()+" to be answered", s.Timeout, time.Second, func(ctx context.Context) (bool, string, error) {
+			u, err := get(ctx, *p.grant)
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			url, _, _ = unstructured.NestedString(u.Object, "status", "url")
-			code, _, _ = unstructured.NestedString(u.Object, "status", "code")
-			ca, _, _ = unstructured.NestedString(u.Object, "status", "ca")
-			return url != "" && code != "" && ca != "", statusLine(u), nil
+			ok, why := s.answered(u)
+			answer = u
+			return ok, why, nil
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", SkupperName, err)
 		}
-		for _, c := range remotes {
-			if _, err := made.create(ctx, SkupperName, accessToken(c, url, code, ca)); err != nil {
+		for _, o := range p.tokens(answer) {
+			if _, err := made.create(ctx, SkupperName, o); err != nil {
 				return err
 			}
 		}
 	}
-	if _, err := made.create(ctx, SkupperName, connector(server)); err != nil {
-		return err
-	}
-	_, clients := serverOf(sites)
-	listeners := []object{}
-	for _, c := range clusters(clients) {
-		l := listener(c, server)
-		if _, err := made.create(ctx, SkupperName, l); err != nil {
+	for _, o := range p.expose {
+		if _, err := made.create(ctx, SkupperName, o); err != nil {
 			return err
 		}
-		listeners = append(listeners, l)
 	}
-	for _, l := range listeners {
+	for _, l := range p.wait {
 		err := waitFor(ctx, l.describe()+" to have a matching connector", s.Timeout, time.Second, func(ctx context.Context) (bool, string, error) {
 			u, err := get(ctx, l)
 			if err != nil {
@@ -335,44 +403,6 @@ func (s *Skupper) setupV2(ctx context.Context, made *created, sites []Site) erro
 		}
 	}
 	return nil
-}
-
-func (s *Skupper) setupV1(ctx context.Context, made *created, sites []Site) error {
-	server, _ := serverOf(sites)
-	for _, c := range clusters(sites) {
-		if _, err := made.create(ctx, SkupperName, v1Site(c)); err != nil {
-			return err
-		}
-	}
-	if remotes := remoteClusters(sites); len(remotes) > 0 {
-		req := v1TokenRequest(server)
-		if _, err := made.create(ctx, SkupperName, req); err != nil {
-			return err
-		}
-		var tok *unstructured.Unstructured
-		err := waitFor(ctx, req.describe()+" to be filled in by the site controller", s.Timeout, time.Second, func(ctx context.Context) (bool, string, error) {
-			u, err := get(ctx, req)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			if u.GetLabels()["skupper.io/type"] != "connection-token" {
-				return false, "still a connection-token-request (is Skupper 1.x's site controller running?)", nil
-			}
-			tok = u
-			return true, "", nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", SkupperName, err)
-		}
-		data, _, _ := unstructured.NestedMap(tok.Object, "data")
-		for _, c := range remotes {
-			if _, err := made.create(ctx, SkupperName, v1Token(c, data, tok.GetAnnotations())); err != nil {
-				return err
-			}
-		}
-	}
-	_, err := made.create(ctx, SkupperName, v1Service(server))
-	return err
 }
 
 // statusLine is a Skupper object's status and message, for errors.
