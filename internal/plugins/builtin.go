@@ -4,6 +4,7 @@ package plugins
 
 import (
 	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/datapath/kubedp"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -23,6 +24,16 @@ func Datapaths() []datapath.Info {
 		datapath.OVSInfo("geneve", "Open vSwitch Geneve overlay between two sites, its own ovsdb-server and ovs-vswitchd per site (userspace datapath, or the kernel's)"),
 		datapath.OVSInfo("vxlan", "Open vSwitch VXLAN overlay between two sites, its own ovsdb-server and ovs-vswitchd per site (userspace datapath, or the kernel's)"),
 		datapath.CustomInfo(),
+		kubedp.PodInfo(),
+		kubedp.HostNetInfo(),
+		kubedp.ClusterIPInfo(),
+		kubedp.NodePortInfo(),
+		kubedp.LoadBalancerInfo(),
+		kubedp.SkupperInfo(),
+		kubedp.SubmarinerInfo(),
+		kubedp.IstioInfo(),
+		kubedp.CiliumInfo(),
+		kubedp.LinkerdInfo(),
 	}
 }
 
