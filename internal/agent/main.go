@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+
+	"github.com/spanperf/spanperf/internal/probe/nodeprobe"
 )
 
 // Main runs `spanperf agent SUBCOMMAND ...` and returns the exit status:
@@ -15,12 +18,18 @@ import (
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
+//	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
+//	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: spanperf agent serve|client [flags]")
 		return 2
 	}
 	switch args[0] {
+	case "nodeprobe":
+		return nodeprobe.Main(args[1:], os.Stdin, stdout, stderr)
+	case "burn":
+		return burnMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "serve":
