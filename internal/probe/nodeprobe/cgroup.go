@@ -62,11 +62,12 @@ func parseCgroupPath(path string) (PodCgroup, bool) {
 }
 
 // podSegment returns the pod UID a cgroup directory name holds:
-// "pod<uid>" (cgroupfs) or "kubepods[-<qos>]-pod<uid_>.slice" (systemd).
+// "pod<uid>" (cgroupfs) or "[...-]kubepods[-<qos>]-pod<uid_>.slice"
+// (systemd).
 func podSegment(seg string) (string, bool) {
 	if rest, ok := strings.CutSuffix(seg, ".slice"); ok {
 		i := strings.LastIndex(rest, "-pod")
-		if i < 0 || !strings.HasPrefix(rest, "kubepods") {
+		if i < 0 || !strings.Contains(rest[:i], "kubepods") {
 			return "", false
 		}
 		uid := strings.ReplaceAll(rest[i+len("-pod"):], "_", "-")
