@@ -35,27 +35,30 @@ type cluster struct {
 	image   string
 }
 
-// firstCluster returns the first of the clusters the environment names
+// clusters returns the clusters the environment names
 // (SPANPERF_KUBECONFIG, SPANPERF_KUBE_CONTEXTS, SPANPERF_KUBE_IMAGE), or
 // skips the test when they are unset.
-func firstCluster(t *testing.T) cluster {
+func clusters(t *testing.T) []cluster {
 	t.Helper()
 	cfgs, ctxs, image := os.Getenv("SPANPERF_KUBECONFIG"), os.Getenv("SPANPERF_KUBE_CONTEXTS"), os.Getenv("SPANPERF_KUBE_IMAGE")
 	if cfgs == "" || ctxs == "" || image == "" {
 		t.Skip("needs real clusters: SPANPERF_KUBECONFIG, SPANPERF_KUBE_CONTEXTS and SPANPERF_KUBE_IMAGE unset")
 	}
-	name := strings.Split(ctxs, ",")[0]
-	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(cfgs)}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
-	if err != nil {
-		t.Fatalf("context %s: %v", name, err)
+	var out []cluster
+	for _, name := range strings.Split(ctxs, ",") {
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(cfgs)}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		if err != nil {
+			t.Fatalf("context %s: %v", name, err)
+		}
+		cfg.Timeout = 20 * time.Second
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatalf("context %s: %v", name, err)
+		}
+		out = append(out, cluster{context: name, config: cfg, kube: cs, image: image})
 	}
-	cfg.Timeout = 20 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatalf("context %s: %v", name, err)
-	}
-	return cluster{context: name, config: cfg, kube: cs, image: image}
+	return out
 }
 
 // testNamespace creates a namespace of the test's own (a run's name and
@@ -142,6 +145,25 @@ func runningPod(t *testing.T, c cluster, ns string, pod *corev1.Pod) *corev1.Pod
 	return got
 }
 
+// burnPod is a pod that burns cores (agent burn, for 2 minutes) in its
+// first container, "burn", beside an idle one.
+func burnPod(image string, cores float64) *corev1.Pod {
+	never := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "burn", Labels: map[string]string{kube.LabelComponent: "burn"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: &never,
+			Containers: []corev1.Container{
+				{Name: "burn", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"/spanperf", "agent", "burn", "--cores", fmt.Sprint(cores), "--duration", "2m"}},
+				{Name: "idle", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"/spanperf", "agent", "nodeprobe", "--wait"}},
+			},
+		},
+	}
+}
+
 // cgroupCPU is the CPU time charged to the cgroup of container id of
 // pod uid on this machine, read from the cpuacct hierarchy (v1) or
 // cpu.stat (v2): an account the node probe does not read.
@@ -187,23 +209,10 @@ func cgroupCPU(t *testing.T, uid, id string) time.Duration {
 // container, within 0.05 cores of the burn alone; as one of the run's
 // pods it is not foreign.
 func TestClusterPodKnownCost(t *testing.T) {
-	c := firstCluster(t)
+	c := clusters(t)[0]
 	ns := testNamespace(t, c)
 	const cores = 0.5
-	never := false
-	pod := runningPod(t, c, ns, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "burn", Labels: map[string]string{kube.LabelComponent: "burn"}},
-		Spec: corev1.PodSpec{
-			RestartPolicy:                corev1.RestartPolicyNever,
-			AutomountServiceAccountToken: &never,
-			Containers: []corev1.Container{
-				{Name: "burn", Image: c.image, ImagePullPolicy: corev1.PullIfNotPresent,
-					Command: []string{"/spanperf", "agent", "burn", "--cores", fmt.Sprint(cores), "--duration", "2m"}},
-				{Name: "idle", Image: c.image, ImagePullPolicy: corev1.PullIfNotPresent,
-					Command: []string{"/spanperf", "agent", "nodeprobe", "--wait"}},
-			},
-		},
-	})
+	pod := runningPod(t, c, ns, burnPod(c.image, cores))
 	uid := string(pod.UID)
 	var burnID string
 	for _, s := range pod.Status.ContainerStatuses {
