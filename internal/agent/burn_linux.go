@@ -18,9 +18,10 @@ const MaxBurn = 10 * time.Minute
 
 // Burn spins cores CPUs' worth of CPU for d, or until ctx is done: one
 // thread per whole core, busy all the time, and one more busy the
-// fraction left over in every 10 ms period (measured on its own thread's
-// CPU clock, so the cost is the same on a loaded machine). It is the known
-// cost the node probe's tests inject into a pod.
+// fraction left over, in 10 ms periods, on its own thread's CPU clock
+// (time a loaded machine's scheduler gave to others is made up later), so
+// that the cost is the same on a loaded machine as far as it can be. It
+// is the known cost the node probe's tests inject into a pod.
 func Burn(ctx context.Context, cores float64, d time.Duration) error {
 	if cores <= 0 || cores > float64(runtime.NumCPU()) || math.IsNaN(cores) {
 		return fmt.Errorf("burn: cores must be in (0, %d], got %g", runtime.NumCPU(), cores)
@@ -35,14 +36,18 @@ func Burn(ctx context.Context, cores float64, d time.Duration) error {
 	spin := func(duty float64) {
 		defer wg.Done()
 		runtime.LockOSThread()
+		// Spin until this thread has had duty of the time since it began
+		// (a period ahead), then sleep to the next period: time the
+		// scheduler gave to others is made up in the next periods.
 		const period = 10 * time.Millisecond
-		busy := time.Duration(duty * float64(period))
+		start, c0 := time.Now(), threadCPU()
 		for ctx.Err() == nil {
-			t0, c0 := time.Now(), threadCPU()
-			for threadCPU()-c0 < busy {
+			el := time.Since(start)
+			want := time.Duration(duty * float64(el+period))
+			for threadCPU()-c0 < want {
 			}
-			if rest := period - time.Since(t0); rest > 0 && duty < 1 {
-				time.Sleep(rest)
+			if duty < 1 {
+				time.Sleep(period - time.Since(start)%period)
 			}
 		}
 	}

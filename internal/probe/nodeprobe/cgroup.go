@@ -124,7 +124,8 @@ type cgroupFinder struct {
 	// containers maps a component's name to its container ID (for a
 	// container component).
 	containers map[string]string
-	// runPods are the run's pods' UIDs: their processes are the run's own.
+	// runPods are the UIDs of the run's pods, the components' and the
+	// probe's own: their processes are the run's own.
 	runPods map[string]bool
 	now     func() time.Time
 
@@ -156,6 +157,12 @@ func newCgroupFinder(proc string, spec Spec) *cgroupFinder {
 	}
 	for _, u := range spec.RunPods {
 		f.runPods[strings.ToLower(u)] = true
+	}
+	// The probe's own pod (the node probe's) is the run's too.
+	if b, err := os.ReadFile(filepath.Join(proc, "self", "cgroup")); err == nil {
+		if pc, ok := ParseCgroup(b); ok {
+			f.runPods[pc.PodUID] = true
+		}
 	}
 	return f
 }

@@ -14,9 +14,10 @@
 //	 "energy": {"idle_watts": 0, "watts_per_core": 0}}
 //
 // A component without a container is the whole pod (every process in its
-// cgroup, the pause process included). The processes of run_pods (and of
-// the components' pods, and the probe itself) are the run's own; the rest
-// of the node's user-space CPU is foreign (results.CPUCoresForeign).
+// cgroup, the pause process included). The processes of run_pods, of
+// the components' pods, of the probe's own pod and the probe itself are
+// the run's own; the rest of the node's user-space CPU is foreign
+// (results.CPUCoresForeign).
 package nodeprobe
 
 import (
