@@ -2,6 +2,7 @@ package nodeprobe_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -66,10 +67,12 @@ func probePod(t *testing.T, c cluster, ns string) *corev1.Pod {
 
 // Known answer (b) through the real DaemonSet, on both local clusters: a
 // pod burns 0.3 cores in spk1 and 0.6 in spk2; each cluster's node probe
-// pod (host PID, privileged) runs the probe by exec; Merge takes each
+// pod (host PID, privileged) runs the probe by exec (Plan, Collect,
+// Remote); Merge takes each
 // burn from its node, at what its cgroup's CPU account charged ±10%, and,
 // since the two nodes share this machine's kernel (one boot ID), counts
-// that kernel's busy CPU once, with a warning.
+// that kernel's busy CPU once, with a warning; with each cluster's pods
+// the run's in the other's spec, both burns are in the path's CPU.
 func TestClusterDaemonSet(t *testing.T) {
 	cs := clusters(t)
 	if len(cs) < 2 {
@@ -81,45 +84,61 @@ func TestClusterDaemonSet(t *testing.T) {
 		c           cluster
 		ns          string
 		burn, probe *corev1.Pod
-		burnID      string
 	}
 	sites := make([]*site, len(cs))
 	for i, c := range cs {
 		s := &site{c: c, ns: testNamespace(t, c)}
 		s.burn = runningPod(t, c, s.ns, burnPod(c.image, burns[i]))
-		s.burnID = s.burn.Status.ContainerStatuses[0].ContainerID
 		s.probe = probePod(t, c, s.ns)
 		sites[i] = s
 	}
-	var runPods []string
 	var comps []results.Component
 	for i, s := range sites {
-		runPods = append(runPods, string(s.burn.UID), string(s.probe.UID))
 		comps = append(comps, results.Component{Name: fmt.Sprintf("burn@%s", s.c.context), Context: s.c.context, Namespace: s.ns,
 			Pod: s.burn.Name, Container: "burn", Node: s.burn.Spec.NodeName, PodUID: string(s.burn.UID)})
 		t.Logf("%s: burn %.1f cores in %s/%s on %s; probe pod %s", s.c.context, burns[i], s.ns, s.burn.Name, s.burn.Spec.NodeName, s.probe.Name)
+	}
+	// Each cluster's specs, with the other cluster's pods as the run's too
+	// (the clusters share this machine).
+	specs := make([]map[string]nodeprobe.Spec, len(sites))
+	for i, s := range sites {
+		base := nodeprobe.Spec{Delay: nodeprobe.Duration(300 * time.Millisecond), Window: nodeprobe.Duration(4 * time.Second)}
+		for j, o := range sites {
+			if j != i {
+				base.RunPods = append(base.RunPods, string(o.burn.UID), string(o.probe.UID))
+			}
+		}
+		var err error
+		if specs[i], err = nodeprobe.Plan(base, comps[i:i+1], []corev1.Pod{*s.burn, *s.probe}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(specs[i])
+		t.Logf("%s specs: %s", s.c.context, b)
 	}
 	for attempt := 1; ; attempt++ {
 		nodes := make([]nodeprobe.Result, len(sites))
 		acct := make([]float64, len(sites))
 		var wg sync.WaitGroup
 		for i, s := range sites {
-			spec := nodeprobe.Spec{
-				Components: []nodeprobe.Component{{Name: comps[i].Name, PodUID: comps[i].PodUID, Container: "burn", ContainerID: s.burnID}},
-				RunPods:    runPods,
-				Delay:      nodeprobe.Duration(300 * time.Millisecond),
-				Window:     nodeprobe.Duration(4 * time.Second),
-			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				id := nodeprobe.ContainerID(s.burnID)
+				id := nodeprobe.ContainerID(s.burn.Status.ContainerStatuses[0].ContainerID)
 				c0, t0 := cgroupCPU(t, string(s.burn.UID), id), time.Now()
-				nodes[i] = nodeprobe.Remote(context.Background(), s.c.exec, s.ns, s.probe.Name, kube.NodeProbeName, s.probe.Spec.NodeName, spec)
+				rs := nodeprobe.Collect(context.Background(), s.c.exec, s.c.context, s.ns, kube.NodeProbeName,
+					map[string]string{s.probe.Spec.NodeName: s.probe.Name}, specs[i])
 				acct[i] = (cgroupCPU(t, string(s.burn.UID), id) - c0).Seconds() / time.Since(t0).Seconds()
+				if len(rs) != 1 {
+					t.Errorf("%s: %d results, want 1 (one node)", s.c.context, len(rs))
+					return
+				}
+				nodes[i] = rs[0]
 			}()
 		}
 		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
 		m := nodeprobe.Merge(nodes, comps)
 		var fail []string
 		for i, r := range nodes {
@@ -137,6 +156,10 @@ func TestClusterDaemonSet(t *testing.T) {
 			}
 		}
 		t.Logf("merged: busy %.3f path %.3f datapath %.3f; warnings %q", m.Metrics[results.CPUCoresBusy], m.Metrics[results.CPUCoresPath], m.Metrics[results.CPUCoresDatapath], m.Warnings)
+		// Both burns are the run's on the one kernel: in the path.
+		if path := m.Metrics[results.CPUCoresPath]; path < 0.9*(acct[0]+acct[1]) {
+			fail = append(fail, fmt.Sprintf("path %.3f cores, want at least both burns' %.3f −10%%", path, acct[0]+acct[1]))
+		}
 		if nodes[0].BootID == "" || nodes[0].BootID != nodes[1].BootID {
 			fail = append(fail, fmt.Sprintf("boot IDs %q and %q: want one (one machine)", nodes[0].BootID, nodes[1].BootID))
 		} else {

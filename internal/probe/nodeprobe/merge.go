@@ -58,18 +58,44 @@ type Merged struct {
 	Start, End time.Time
 }
 
-// Merge folds the Results of the trial's node probes (one per node; a
-// node whose probe failed has Error set) into one trial's figures. comps
-// are the trial's pod components: each is taken from the Result of its
-// Node (from any Result that has it when Node is ""), or missing with the
-// reason.
+// Merge folds the Results of the trial's node probes (one per node, of
+// every cluster; a node whose probe failed has Error set) into one
+// trial's figures. A node is named by its name, or CONTEXT/NAME where
+// nodes of two clusters (Result.Context) share a name. comps are the
+// trial's pod components: each is taken from the Result of its Node (and
+// Context, where set; from any Result that has it when Node is ""), or
+// missing with the reason.
 func Merge(nodes []Result, comps []results.Component) Merged {
 	m := Merged{Metrics: map[string]float64{}, Missing: map[string]string{}}
 	nodes = slices.Clone(nodes)
-	slices.SortStableFunc(nodes, func(a, b Result) int { return cmp.Compare(a.Node, b.Node) })
-	byNode := map[string]*Result{}
+	slices.SortStableFunc(nodes, func(a, b Result) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Context, b.Context))
+	})
+	// A node's name is its label, qualified by its context where two
+	// clusters have a node of that name.
+	type where struct{ node, context string }
+	orig := make([]where, len(nodes))
+	contexts := map[string]map[string]bool{}
+	for i, r := range nodes {
+		orig[i] = where{r.Node, r.Context}
+		if contexts[r.Node] == nil {
+			contexts[r.Node] = map[string]bool{}
+		}
+		contexts[r.Node][r.Context] = true
+	}
 	for i := range nodes {
-		byNode[nodes[i].Node] = &nodes[i]
+		if len(contexts[orig[i].node]) > 1 {
+			nodes[i].Node = orig[i].context + "/" + orig[i].node
+		}
+	}
+	// onNode is the Result of the node component c ran on.
+	onNode := func(c results.Component) *Result {
+		for i, o := range orig {
+			if o.node == c.Node && (c.Context == "" || o.context == "" || o.context == c.Context) {
+				return &nodes[i]
+			}
+		}
+		return nil
 	}
 
 	// Each node's own figures, renamed; a failed node's are missing.
@@ -103,7 +129,7 @@ func Merge(nodes []Result, comps []results.Component) Merged {
 		names := []string{results.CPUCores, results.CPUCoresPeak, results.RSSBytesMax, results.RSSBytesAvg}
 		var from *Result
 		if c.Node != "" {
-			from = byNode[c.Node]
+			from = onNode(c)
 		} else {
 			for i := range nodes {
 				if _, ok := nodes[i].Metrics[results.For(results.CPUCores, c.Name)]; ok {
@@ -244,7 +270,7 @@ func Merge(nodes []Result, comps []results.Component) Merged {
 		}
 	}
 	for _, c := range comps {
-		if r := byNode[c.Node]; c.Node != "" && (r == nil || r.Error != "") && dpWhy == "" {
+		if r := onNode(c); c.Node != "" && (r == nil || r.Error != "") && dpWhy == "" {
 			dpWhy = m.Missing[results.For(results.CPUCores, c.Name)]
 		}
 	}

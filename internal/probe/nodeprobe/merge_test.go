@@ -124,3 +124,32 @@ func TestMergeFixture(t *testing.T) {
 		t.Errorf("no nodes: path missing %q", g)
 	}
 }
+
+// Two clusters whose nodes share a name (two kind clusters'
+// "kind-control-plane") on two machines: each node is named CONTEXT/NAME,
+// each component comes from its own cluster's node, and both kernels
+// count.
+func TestMergeSameNodeNameInTwoClusters(t *testing.T) {
+	node := func(ctx, boot string, busy, comp float64, name string) Result {
+		return Result{Node: "kind-control-plane", Context: ctx, BootID: boot, Metrics: map[string]float64{
+			results.CPUCoresBusy: busy, results.For(results.CPUCores, name): comp}}
+	}
+	m := Merge([]Result{node("west", "b2", 0.7, 0.2, "gw@west"), node("east", "b1", 0.5, 0.1, "gw@east")}, []results.Component{
+		{Name: "gw@east", Context: "east", Node: "kind-control-plane"},
+		{Name: "gw@west", Context: "west", Node: "kind-control-plane"},
+	})
+	for k, w := range map[string]float64{
+		"cpu_cores_busy{node=east/kind-control-plane}": 0.5,
+		"cpu_cores_busy{node=west/kind-control-plane}": 0.7,
+		"cpu_cores{gw@east}":                           0.1,
+		"cpu_cores{gw@west}":                           0.2,
+		results.CPUCoresBusy:                           1.2,
+	} {
+		if g, ok := m.Metrics[k]; !ok || math.Abs(g-w) > 1e-9 {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, w)
+		}
+	}
+	if len(m.Warnings) != 0 {
+		t.Errorf("warnings %q, want none (two kernels)", m.Warnings)
+	}
+}

@@ -106,6 +106,9 @@ type Result struct {
 	// without host network).
 	Node     string `json:"node"`
 	Hostname string `json:"hostname,omitempty"`
+	// Context is the kubeconfig context of the node's cluster: set by
+	// the controller (Collect), not by the probe.
+	Context string `json:"context,omitempty"`
 	// BootID is the kernel's boot ID: nodes that share it share one
 	// kernel (one machine), whose CPU Merge counts once.
 	BootID string `json:"boot_id,omitempty"`
