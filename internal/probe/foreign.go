@@ -72,11 +72,12 @@ type foreignProc struct {
 // A process is the run's own when it is the controller (Spec.Controller)
 // or one of its descendants, one of comp (the components' trees as this
 // sample found them), or lives in one of Spec.Netns, or is one the
-// Spec.Finder calls own, or descends from such a process. Kernel threads (PF_KTHREAD, or children of kthreadd) are
-// the kernel working for whoever needs it (ksoftirqd, the kworkers that
-// encrypt for a kernel tunnel): never foreign. A process first seen after
-// the first sample counts in full if it was born after the last one. The
-// CPU of foreign processes that exited between two scans, or lived and
+// Spec.Finder calls own, or descends from such a process. Kernel threads
+// (PF_KTHREAD, or children of kthreadd) are the kernel working for
+// whoever needs it (ksoftirqd, the kworkers that encrypt for a kernel
+// tunnel): never foreign. A process first seen after the first sample
+// counts in full if it was born after the last one. The CPU of foreign
+// processes that exited between two scans, or lived and
 // died between them, is found in their reaper's cutime+cstime (see
 // below); that of a process whose reaper is the run's, or that nobody
 // reaps (a parent that ignores SIGCHLD), is not counted.

@@ -84,13 +84,3 @@ func decodeSpec(dec *json.Decoder, s *Spec) error {
 	dec.DisallowUnknownFields()
 	return dec.Decode(s)
 }
-
-// ParseSpec parses a Spec from JSON, refusing unknown fields, and
-// validates it.
-func ParseSpec(b []byte) (Spec, error) {
-	var s Spec
-	if err := decodeSpec(json.NewDecoder(bytes.NewReader(b)), &s); err != nil {
-		return Spec{}, fmt.Errorf("nodeprobe: spec: %w", err)
-	}
-	return s, s.Validate()
-}

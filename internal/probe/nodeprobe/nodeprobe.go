@@ -18,6 +18,23 @@
 // the components' pods, of the probe's own pod and the probe itself are
 // the run's own; the rest of the node's user-space CPU is foreign
 // (results.CPUCoresForeign).
+//
+// The result, one JSON object on stdout:
+//
+//	{"node": "east-1", "hostname": "spanperf-node-probe-x7k2p", "boot_id": "a250…",
+//	 "start": "…", "end": "…",
+//	 "metrics": {"probe_window_s": 10, "cpu_cores{router@east}": 0.42, "cpu_cores_peak{router@east}": 0.6,
+//	             "rss_bytes_max{router@east}": 5.2e7, "rss_bytes_avg{router@east}": 5.1e7, "cpu_cores_datapath": 0.42,
+//	             "cpu_cores_busy": 1.3, "cpu_cores_softirq": 0.2, "cpu_cores_busy{cpu0}": 0.7, …,
+//	             "cpu_cores_foreign": 0.05, "cpu_cores_path": 1.25, "energy_joules": 160, "energy_estimated": 1},
+//	 "missing": {"energy_rapl": "no RAPL: estimated from CPU time"},
+//	 "foreign": [{"pid": 812, "ppid": 1, "comm": "etcd", "cores": 0.04}],
+//	 "error": ""}
+//
+// On the controller: Plan makes each node's Spec from the run's pods and
+// the trial's pod components, Collect runs them by exec in the node probe
+// pods (kube.NodeProbeDaemonSet) over the trial's window, and Merge folds
+// the nodes' Results into the trial's figures.
 package nodeprobe
 
 import (
