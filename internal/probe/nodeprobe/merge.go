@@ -304,3 +304,9 @@ func nodeName(k, node string) (string, bool) {
 	}
 	return "", false
 }
+
+// ProbeResult is m as a probe.Result (Warnings aside), to stand where a
+// local trial's probe result does.
+func (m Merged) ProbeResult() probe.Result {
+	return probe.Result{Metrics: m.Metrics, Missing: m.Missing, Start: m.Start, End: m.End, Foreign: m.Foreign}
+}

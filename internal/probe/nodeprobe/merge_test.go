@@ -86,6 +86,9 @@ func TestMergeFixture(t *testing.T) {
 	if len(m.Foreign) != 2 || m.Foreign[0].Comm != "backup" || m.Foreign[1].Cores != 0.12 {
 		t.Errorf("foreign %+v, want backup 0.3 then spk-node1's etcd 0.12 (spk-node2's not again)", m.Foreign)
 	}
+	if pr := m.ProbeResult(); pr.Metrics[results.CPUCoresPath] != m.Metrics[results.CPUCoresPath] || len(pr.Foreign) != 2 || pr.Start != m.Start {
+		t.Errorf("ProbeResult %+v differs from %+v", pr, m)
+	}
 	if m.Start != nodes[1].Start || m.End != nodes[0].End {
 		t.Errorf("span %v–%v, want spk-node1's start to spk-node2's end", m.Start, m.End)
 	}
