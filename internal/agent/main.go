@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+
+	"github.com/spanperf/spanperf/internal/probe/nodeprobe"
 )
 
 // Main runs `spanperf agent SUBCOMMAND ...` and returns the exit status:
@@ -15,6 +18,8 @@ import (
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
+//	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
+//	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
 //	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
@@ -24,10 +29,14 @@ import (
 // exec: ending an exec stream does not end the remote process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn [flags]")
 		return 2
 	}
 	switch args[0] {
+	case "nodeprobe":
+		return nodeprobe.Main(args[1:], os.Stdin, stdout, stderr)
+	case "burn":
+		return burnMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "signal":

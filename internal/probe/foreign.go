@@ -28,10 +28,11 @@ type procKey struct {
 type ProcessCPU struct {
 	// PID and Comm (its command name) identify the process; PPID is its
 	// parent when last seen.
-	PID, PPID int
-	Comm      string
+	PID  int    `json:"pid"`
+	PPID int    `json:"ppid"`
+	Comm string `json:"comm"`
 	// Cores is its user+system CPU over the window, in cores.
-	Cores float64
+	Cores float64 `json:"cores"`
 }
 
 // machine is what the scan of every process on the machine keeps between
@@ -70,12 +71,13 @@ type foreignProc struct {
 // of the foreign ones: user-space processes that are not the run's own.
 // A process is the run's own when it is the controller (Spec.Controller)
 // or one of its descendants, one of comp (the components' trees as this
-// sample found them), or lives in one of Spec.Netns, or descends from
-// such a process. Kernel threads (PF_KTHREAD, or children of kthreadd) are
-// the kernel working for whoever needs it (ksoftirqd, the kworkers that
-// encrypt for a kernel tunnel): never foreign. A process first seen after
-// the first sample counts in full if it was born after the last one. The
-// CPU of foreign processes that exited between two scans, or lived and
+// sample found them), or lives in one of Spec.Netns, or is one the
+// Spec.Finder calls own, or descends from such a process. Kernel threads
+// (PF_KTHREAD, or children of kthreadd) are the kernel working for
+// whoever needs it (ksoftirqd, the kworkers that encrypt for a kernel
+// tunnel): never foreign. A process first seen after the first sample
+// counts in full if it was born after the last one. The CPU of foreign
+// processes that exited between two scans, or lived and
 // died between them, is found in their reaper's cutime+cstime (see
 // below); that of a process whose reaper is the run's, or that nobody
 // reaps (a parent that ignores SIGCHLD), is not counted.
@@ -121,7 +123,8 @@ func (s *sampler) scan(comp map[int]pidState, up uint64, upErr error) {
 			return false
 		}
 		_, isComp := comp[pid]
-		v := pid == s.spec.Controller || isComp || s.inRunNetns(pid, st) || (st.ppid > 0 && isOwn(st.ppid))
+		v := pid == s.spec.Controller || isComp || s.inRunNetns(pid, st) ||
+			(s.spec.Finder != nil && s.spec.Finder.Own(pid)) || (st.ppid > 0 && isOwn(st.ppid))
 		own[pid] = v
 		return v
 	}

@@ -27,8 +27,9 @@ type Spec struct {
 	// figures are over one interval.
 	Interval time.Duration
 	// Components are measured one by one: each with a PID > 0 as that
-	// process and all its descendants (found anew at every sample); those
-	// with PID 0 (the kernel) are covered by the machine-wide figures.
+	// process and all its descendants (found anew at every sample), a pod
+	// or container (PodUID set) as the processes Finder finds; the others
+	// (the kernel) are covered by the machine-wide figures.
 	Components []results.Component
 	// Delay is how long after Start the first sample is taken (the
 	// trial's warmup).
@@ -51,6 +52,34 @@ type Spec struct {
 	// run's own, wherever it descends from. The rest of the machine's
 	// user-space CPU is foreign (see results.CPUCoresForeign).
 	Netns []uint64
+	// Finder, when set, finds the processes of the components that have
+	// no process ID of their own (a pod's or a container's: PID 0, PodUID
+	// set), and which processes are the run's own besides those above.
+	// Without it such a component is left out, like the kernel.
+	Finder Finder
+}
+
+// A Finder finds processes by something other than a process ID (on a
+// Kubernetes node, by the pod cgroup they run in: see package nodeprobe).
+// The probe calls Refresh at the start of every sample, then the other
+// two methods, from one goroutine.
+type Finder interface {
+	// Refresh looks at the processes anew.
+	Refresh() error
+	// Processes returns every process of component c (PID 0, PodUID set)
+	// as the last Refresh found them, or why there are none; their
+	// descendants are not added (a container's children share its
+	// cgroup).
+	Processes(c results.Component) ([]int, error)
+	// Own reports whether process pid was one of the run's own at the
+	// last Refresh.
+	Own(pid int) bool
+}
+
+// found reports whether c is measured as processes: by its PID, or by
+// the Finder.
+func (s Spec) found(c results.Component) bool {
+	return c.PID > 0 || (c.PodUID != "" && s.Finder != nil)
 }
 
 // Normalize fills in the defaults.
@@ -136,6 +165,10 @@ func (p *Probe) Stop() Result {
 	<-p.done
 	return p.res
 }
+
+// Done is closed when sampling has ended: the window has passed, ctx is
+// done or Stop was called. Stop then returns at once.
+func (p *Probe) Done() <-chan struct{} { return p.done }
 
 func (p *Probe) run(ctx context.Context, s *sampler) {
 	defer close(p.done)
@@ -237,15 +270,32 @@ func (s *sampler) sample(now time.Time) {
 	up, upErr := s.fs.uptimeTicks(s.hz)
 	seen := map[int]pidState{}
 	delta := map[int]uint64{}
+	var refreshErr error
+	if s.spec.Finder != nil {
+		refreshErr = s.spec.Finder.Refresh()
+	}
 	for i, c := range s.spec.Components {
-		if c.PID <= 0 {
+		if !s.spec.found(c) {
 			continue
 		}
 		acc := &s.comps[i]
-		tree := s.fs.tree(c.PID)
-		if tree == nil {
-			acc.lastErr = fmt.Errorf("process %d not found", c.PID)
-			continue
+		var tree []int
+		if c.PID > 0 {
+			if tree = s.fs.tree(c.PID); tree == nil {
+				acc.lastErr = fmt.Errorf("process %d not found", c.PID)
+				continue
+			}
+		} else {
+			var err error
+			if refreshErr != nil {
+				err = refreshErr
+			} else if tree, err = s.spec.Finder.Processes(c); err == nil && len(tree) == 0 {
+				err = fmt.Errorf("pod %s: no process found", c.PodUID)
+			}
+			if err != nil {
+				acc.lastErr = err
+				continue
+			}
 		}
 		var ticks, rss uint64
 		rootRead := false
@@ -255,7 +305,7 @@ func (s *sampler) sample(now time.Time) {
 			if !ok {
 				ps, err := s.fs.stat(pid)
 				if err != nil {
-					if pid == c.PID {
+					if pid == c.PID || c.PID <= 0 {
 						acc.lastErr = err
 					}
 					continue // exited since the walk: what was measured stays
@@ -271,7 +321,9 @@ func (s *sampler) sample(now time.Time) {
 					rssPages = ps.rssPages
 				}
 			}
-			if pid == c.PID {
+			// A component found by the Finder has no root: any of its
+			// processes read will do.
+			if pid == c.PID || c.PID <= 0 {
 				rootRead = true
 			}
 			ticks += delta[pid]
@@ -365,7 +417,7 @@ func (s *sampler) result() Result {
 			reason = "the trial ended right after the probe's window began: one sample"
 		}
 		for i, c := range s.spec.Components {
-			if c.PID > 0 {
+			if s.spec.found(c) {
 				s.comps[i].readable = false
 				s.comps[i].lastErr = errors.New(reason)
 			}
@@ -383,7 +435,7 @@ func (s *sampler) result() Result {
 
 	procs, missingProcs := 0, []string{}
 	for i, c := range s.spec.Components {
-		if c.PID <= 0 {
+		if !s.spec.found(c) {
 			continue
 		}
 		procs++
