@@ -408,6 +408,13 @@ func TestConnectErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "kubeconfig /nonexistent/kubeconfig") {
 		t.Errorf("missing kubeconfig: %v", err)
 	}
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	os.WriteFile(garbage, []byte("clusters: [ {"), 0o600)
+	_, err = kube.Connect(ctx, kube.SiteSpec{Kubeconfig: garbage}, time.Second)
+	t.Logf("garbage: %v", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "kubeconfig "+garbage+": ") {
+		t.Errorf("unparsable kubeconfig: %v", err)
+	}
 	_, err = kube.Connect(ctx, kube.SiteSpec{Kubeconfig: env.Kubeconfig, Context: "foo"}, time.Second)
 	want := fmt.Sprintf("kubeconfig %s: no context \"foo\" (contexts: ", env.Kubeconfig)
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), env.Contexts[0]) {

@@ -68,7 +68,16 @@ func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, 
 	// The stream outlives ctx (it bounds only the start) but keeps its values.
 	var sctx context.Context
 	sctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.tb.procs = append(s.tb.procs, p)
+	// Keep only the processes Close may have to stop.
+	live := s.tb.procs[:0]
+	for _, q := range s.tb.procs {
+		select {
+		case <-q.done:
+		default:
+			live = append(live, q)
+		}
+	}
+	s.tb.procs = append(live, p)
 	go p.run(sctx)
 	return p, nil
 }
