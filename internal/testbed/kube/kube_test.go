@@ -18,6 +18,7 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -627,4 +628,39 @@ func TestCleanAfterKill(t *testing.T) {
 		t.Errorf("Close after its namespace was cleaned: %v", err)
 	}
 	noNamespace(t, env, liveRun)
+}
+
+// TestEvicted: the agent pod is evicted (the Eviction API) while a process
+// runs in it: the process's error says so.
+func TestEvicted(t *testing.T) {
+	env := kubetest.Clusters(t, 1)
+	run := kubetest.RunID("kubetb-evict-")
+	tb := newTestbed(t, kube.Spec{Run: run, Image: env.Image, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	a := tb.KubeSites()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := a.Exec(ctx, agent.Command("agent-sleep", "sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := a.Clients().Kube.CoreV1().Pods(a.Namespace()).EvictV1(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Pod().Name, Namespace: a.Namespace()}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("process still running 30s after its pod's eviction")
+	}
+	err = p.Wait()
+	t.Logf("after eviction: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "pod "+a.Namespace()+"/"+a.Pod().Name) ||
+		!(strings.Contains(err.Error(), "EvictionByEvictionAPI") || strings.Contains(err.Error(), "is gone")) {
+		t.Errorf("process error after eviction: %v, want it to name the pod and the eviction", err)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noNamespace(t, env, run)
 }
