@@ -373,6 +373,16 @@ func TestBadImage(t *testing.T) {
 	}
 	noNamespace(t, env, run)
 
+	// A ready timeout shorter than a pod takes to start: the error names
+	// the pod, the timeout and where the pod was.
+	run = kubetest.RunID("kubetb-slow-")
+	_, err = kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ReadyTimeout: 300 * time.Millisecond, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	t.Logf("short ready timeout: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "pod "+kube.Namespace(run)+"/agent-a not Ready within 300ms: phase Pending") {
+		t.Errorf("ready timeout: %v", err)
+	}
+	noNamespace(t, env, run)
+
 	// ctx ends as soon as the namespace exists: New removes what it made,
 	// and says why it stopped.
 	run = kubetest.RunID("kubetb-cancel-")
