@@ -348,8 +348,9 @@ func TestOneCluster(t *testing.T) {
 }
 
 // TestBadImage: an image that cannot be pulled (its registry is a closed
-// loopback port) fails New fast, naming the pod and the pull error, and
-// leaves nothing.
+// loopback port) fails New fast, naming the pod and the pull error; so
+// does a ready timeout too short, naming the pod and where it was; and a
+// ctx that ends mid-New. Each leaves nothing.
 func TestBadImage(t *testing.T) {
 	env := kubetest.Clusters(t, 1)
 	run := kubetest.RunID("kubetb-img-")
