@@ -18,6 +18,7 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -347,8 +348,9 @@ func TestOneCluster(t *testing.T) {
 }
 
 // TestBadImage: an image that cannot be pulled (its registry is a closed
-// loopback port) fails New fast, naming the pod and the pull error, and
-// leaves nothing.
+// loopback port) fails New fast, naming the pod and the pull error; so
+// does a ready timeout too short, naming the pod and where it was; and a
+// ctx that ends mid-New. Each leaves nothing.
 func TestBadImage(t *testing.T) {
 	env := kubetest.Clusters(t, 1)
 	run := kubetest.RunID("kubetb-img-")
@@ -369,6 +371,16 @@ func TestBadImage(t *testing.T) {
 	}
 	if time.Since(t0) > 50*time.Second {
 		t.Errorf("took %v, want well within the ready timeout", time.Since(t0))
+	}
+	noNamespace(t, env, run)
+
+	// A ready timeout shorter than a pod takes to start: the error names
+	// the pod, the timeout and where the pod was.
+	run = kubetest.RunID("kubetb-slow-")
+	_, err = kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ReadyTimeout: 300 * time.Millisecond, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	t.Logf("short ready timeout: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "pod "+kube.Namespace(run)+"/agent-a not Ready within 300ms: phase Pending") {
+		t.Errorf("ready timeout: %v", err)
 	}
 	noNamespace(t, env, run)
 
@@ -407,6 +419,13 @@ func TestConnectErrors(t *testing.T) {
 	_, err := kube.Connect(ctx, kube.SiteSpec{Kubeconfig: "/nonexistent/kubeconfig", Context: "x"}, time.Second)
 	if err == nil || !strings.Contains(err.Error(), "kubeconfig /nonexistent/kubeconfig") {
 		t.Errorf("missing kubeconfig: %v", err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	os.WriteFile(garbage, []byte("clusters: [ {"), 0o600)
+	_, err = kube.Connect(ctx, kube.SiteSpec{Kubeconfig: garbage}, time.Second)
+	t.Logf("garbage: %v", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "kubeconfig "+garbage+": ") {
+		t.Errorf("unparsable kubeconfig: %v", err)
 	}
 	_, err = kube.Connect(ctx, kube.SiteSpec{Kubeconfig: env.Kubeconfig, Context: "foo"}, time.Second)
 	want := fmt.Sprintf("kubeconfig %s: no context \"foo\" (contexts: ", env.Kubeconfig)
@@ -620,4 +639,39 @@ func TestCleanAfterKill(t *testing.T) {
 		t.Errorf("Close after its namespace was cleaned: %v", err)
 	}
 	noNamespace(t, env, liveRun)
+}
+
+// TestEvicted: the agent pod is evicted (the Eviction API) while a process
+// runs in it: the process's error says so.
+func TestEvicted(t *testing.T) {
+	env := kubetest.Clusters(t, 1)
+	run := kubetest.RunID("kubetb-evict-")
+	tb := newTestbed(t, kube.Spec{Run: run, Image: env.Image, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	a := tb.KubeSites()[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := a.Exec(ctx, agent.Command("agent-sleep", "sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := a.Clients().Kube.CoreV1().Pods(a.Namespace()).EvictV1(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Name: a.Pod().Name, Namespace: a.Namespace()}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("process still running 30s after its pod's eviction")
+	}
+	err = p.Wait()
+	t.Logf("after eviction: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "pod "+a.Namespace()+"/"+a.Pod().Name) ||
+		!(strings.Contains(err.Error(), "EvictionByEvictionAPI") || strings.Contains(err.Error(), "is gone")) {
+		t.Errorf("process error after eviction: %v, want it to name the pod and the eviction", err)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noNamespace(t, env, run)
 }

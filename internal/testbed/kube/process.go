@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
@@ -68,7 +72,16 @@ func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, 
 	// The stream outlives ctx (it bounds only the start) but keeps its values.
 	var sctx context.Context
 	sctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.tb.procs = append(s.tb.procs, p)
+	// Keep only the processes Close may have to stop.
+	live := s.tb.procs[:0]
+	for _, q := range s.tb.procs {
+		select {
+		case <-q.done:
+		default:
+			live = append(live, q)
+		}
+	}
+	s.tb.procs = append(live, p)
 	go p.run(sctx)
 	return p, nil
 }
@@ -100,9 +113,59 @@ func (p *podProcess) run(ctx context.Context) {
 		if p.tail != nil && p.tail.Len() > 0 {
 			msg += ": " + strings.TrimSpace(p.tail.String())
 		}
+		if t := p.site.podTrouble(); t != "" {
+			msg += "; " + t
+		}
 		err = &procError{msg: msg, err: err}
 	}
 	p.err = err
+}
+
+// podTrouble says what happened to the site's agent pod since it was
+// Ready, when something did (evicted, deleted, replaced, its agent
+// restarted): the reason a process in it failed. "" when the pod is
+// as it was, or cannot be read.
+func (s *Site) podTrouble() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, ns, name := s.cl.clients, s.Namespace(), podName(s.Name())
+	pod, err := c.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("pod %s/%s is gone", ns, name)
+	}
+	if err != nil {
+		return ""
+	}
+	where := fmt.Sprintf("pod %s/%s", ns, name)
+	if pod.UID != s.pod.UID {
+		return where + " was replaced"
+	}
+	var why []string
+	for _, cd := range pod.Status.Conditions {
+		if cd.Type == corev1.DisruptionTarget && cd.Status == corev1.ConditionTrue {
+			why = append(why, strings.TrimRight(cd.Reason+": "+cd.Message, ": "))
+		}
+	}
+	if pod.DeletionTimestamp != nil {
+		why = append([]string{"being deleted"}, why...)
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		state, _ := podState(pod)
+		why = append(why, state)
+	}
+	for i, cs := range pod.Status.ContainerStatuses {
+		if i < len(s.pod.Status.ContainerStatuses) && cs.RestartCount > s.pod.Status.ContainerStatuses[i].RestartCount {
+			w := "agent container restarted"
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				w += ": " + terminated(cs.Name, t)
+			}
+			why = append(why, w)
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return where + ": " + strings.Join(why, "; ")
 }
 
 // procError is a process's error with its name and stderr's tail.

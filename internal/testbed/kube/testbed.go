@@ -332,6 +332,8 @@ func (tb *Testbed) waitReady(ctx context.Context) error {
 	var stuck *Site // a pod not yet Ready, for the timeout's error
 	var stuckState string
 	err := poll(ctx, pollInterval, tb.spec.ReadyTimeout, "agent pods Ready", func(ctx context.Context) (bool, error) {
+		stuck = nil
+		// Look at every pending pod, each time: any one may never get there.
 		for _, s := range tb.sites {
 			if !pending[s] {
 				continue
@@ -353,8 +355,9 @@ func (tb *Testbed) waitReady(ctx context.Context) error {
 			if fatal {
 				return false, permanent{tb.podError(ctx, s, pod, state, "")}
 			}
-			stuck, stuckState = s, state
-			return false, nil
+			if stuck == nil {
+				stuck, stuckState = s, state
+			}
 		}
 		return len(pending) == 0, nil
 	})
