@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -110,8 +111,12 @@ func cmdClean(args []string, stdout, stderr io.Writer, detached bool) int {
 	if detached {
 		name = "down"
 	}
+	if !detached && slices.Contains(args, "--kube") || slices.Contains(args, "-kube") {
+		return cmdCleanKube(args, stdout, stderr)
+	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Bool("kube", false, "clean Kubernetes instead: namespaces of dead runs and the objects they patched (with --context, --kubeconfig)")
 	run := fs.String("run", "", "only this run or testbed ID")
 	if fs.Parse(args) != nil {
 		return 2
