@@ -66,6 +66,9 @@ func newKubeTestbed(ctx context.Context, s *scenario.Scenario, id string, dp dat
 	if sh, ok := dp.(kube.Shaper); ok {
 		sh.Shape(&spec.Shape)
 	}
+	if s.Kube.Probe == scenario.ProbeNode {
+		kube.ShapeNodeProbe(&spec.Shape)
+	}
 	return kube.New(ctx, spec)
 }
 

@@ -28,6 +28,8 @@ type probed struct {
 	res   probe.Result
 	comps []results.Component
 	s     *scenario.Scenario
+	// warnings are the probe's own (node probes that shared a kernel).
+	warnings []string
 }
 
 // runProbed runs one trial's workload (run) with a probe sampling comps
@@ -182,6 +184,7 @@ func (pd *probed) addTo(rec *results.Record) {
 		}
 		break
 	}
+	rec.Warnings = append(rec.Warnings, pd.warnings...)
 	if f, ok := m[results.CPUCoresForeign]; ok && f > results.ForeignCPUWarnCores {
 		rec.Warnings = append(rec.Warnings, ForeignWarning(f, pd.res.Foreign))
 	}

@@ -140,13 +140,22 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	}()
 	// Each datapath process in a cgroup of its own, for its CPU limit and
 	// usage; removed before the link and testbed go, on every path out.
+	var np *nodeProbes
+	if ktb, ok := tb.(*kube.Testbed); ok && s.Kube.Probe == scenario.ProbeNode {
+		if np, err = startNodeProbes(ctx, ktb, s.Kube.Image); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
+		}
+	}
 	cgs := newComponentCgroups(tb.Ledger().Run(), tb.Ledger(), link.Components)
 	defer func() { err = errors.Join(err, cgs.Close()) }()
 	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
 		rec := cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
-			return runTrial(ctx, o, t, tb.Ledger(), measure, link, client, server, target)
+			return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, client, server, target)
 		})
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -198,7 +207,10 @@ const trialSlack = 30 * time.Second
 // window (workload.Env.Measure) starts the probe and measure, which the
 // caller uses for the cgroups' CPU; its temp dirs are named after the run
 // and recorded in ledger.
-func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, client, server testbed.Site, target testbed.Target) results.Record {
+//
+// On Kubernetes sites, np (nil without probe: node) runs the node probes
+// over the window.
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, client, server testbed.Site, target testbed.Target) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -234,19 +246,28 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		probed = unprobed(s, link.Components, errors.New("not measured: the trial runs one window per step; run its workload at the rate found to account the datapath"))
 	case s.IsKube():
 		// The machine the controller runs on is not the nodes': its probe
-		// would measure the wrong CPU.
+		// would measure the wrong CPU. The node probes measure there
+		// (probe: node); else Prometheus gives the pods' CPU.
 		var start time.Time
 		var length time.Duration
+		var pr *probeRun
 		env.Measure = func(delay, l time.Duration) {
 			measure(delay, l)
 			start, length = time.Now().Add(delay), l
+			if np != nil {
+				pr = np.start(tctx, s, link.Components, delay, l)
+			}
 		}
 		res, err = w.Run(tctx, env)
 		end := start.Add(length)
 		if now := time.Now(); now.Before(end) {
 			end = now
 		}
-		probed = kubeProbed(ctx, s, link.Components, start, end)
+		if pr != nil {
+			probed = pr.wait(s, link.Components)
+		} else {
+			probed = kubeProbed(ctx, s, link.Components, start, end)
+		}
 	default:
 		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func(probe workload.MeasureFunc) (*workload.Result, error) {
 			env.Measure = func(delay, length time.Duration) {

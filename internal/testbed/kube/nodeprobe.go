@@ -24,7 +24,7 @@ const (
 
 // NodeProbeCommand is the node probe pod's main process: it waits for
 // SIGTERM; the probe itself is exec'd beside it.
-var NodeProbeCommand = []string{"/spanperf", "agent", "nodeprobe", "--wait"}
+var NodeProbeCommand = []string{"/spanperf", "agent", "sleep"}
 
 // NodeProbeDaemonSet returns the node probe's DaemonSet for run, in
 // namespace ns, from image (spanperf at /spanperf), on the nodes
