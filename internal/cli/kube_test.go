@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +37,8 @@ func kubeEnv(t *testing.T) (contexts []string, image string) {
 	return contexts, img
 }
 
-// runNamespaces lists the namespaces labelled with a run ID in context ctx.
+// runNamespaces lists the namespaces labelled with a run ID in context
+// ctx that this process owns (other tests' are not this test's business).
 func runNamespaces(t *testing.T, ctx string) []string {
 	t.Helper()
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -56,7 +59,7 @@ func runNamespaces(t *testing.T, ctx string) []string {
 	}
 	var out []string
 	for _, ns := range l.Items {
-		if ns.DeletionTimestamp == nil {
+		if ns.DeletionTimestamp == nil && ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(os.Getpid()) {
 			out = append(out, ns.Name)
 		}
 	}
@@ -65,8 +68,10 @@ func runNamespaces(t *testing.T, ctx string) []string {
 
 // TestKubeRunBaselines runs stream, rr, crr and http across the two local
 // clusters through k8s-pod (pod IP to pod IP across the clusters' routed
-// pod networks), k8s-hostnet and k8s-nodeport, by the CLI as a user would:
-// every trial succeeds with its figures, and no namespace is left.
+// pod networks), k8s-hostnet and k8s-nodeport, by the CLI as a user would,
+// with the node probe: every trial succeeds with its figures, the node
+// probe's CPU figures are there for each node and for the whole path, and
+// no namespace is left.
 func TestKubeRunBaselines(t *testing.T) {
 	ctxs, image := kubeEnv(t)
 	f := filepath.Join(t.TempDir(), "k.yaml")
@@ -74,6 +79,7 @@ func TestKubeRunBaselines(t *testing.T) {
 sites:
   - {name: east, context: %s}
   - {name: west, context: %s}
+probe: node
 baseline: k8s-pod
 datapaths: [k8s-pod, k8s-hostnet, k8s-nodeport]
 workloads:
@@ -108,6 +114,20 @@ warmup: 300ms
 		}
 		if v := r.Metrics[want[r.Workload]]; !(v > 0) {
 			t.Errorf("%s: %s = %v", r.TrialKey(), want[r.Workload], v)
+		}
+		// Both clusters run on this machine: two nodes, one kernel.
+		for _, k := range []string{results.CPUCoresBusy, results.CPUCoresPath,
+			"cpu_cores_busy{node=spk-node1}", "cpu_cores_busy{node=spk-node2}"} {
+			if v, ok := r.Metrics[k]; !ok || !(v > 0) || v > 2.05 {
+				t.Errorf("%s: %s = %v (present %v, missing: %q), want in (0, 2] cores", r.TrialKey(), k, v, ok, r.Missing[k])
+			}
+		}
+		// softirq is tick-sampled: a light load may show none.
+		if v, ok := r.Metrics[results.CPUCoresSoftirq]; !ok || v < 0 || v > r.Metrics[results.CPUCoresBusy]+0.01 {
+			t.Errorf("%s: %s = %v (present %v), want in [0, busy]", r.TrialKey(), results.CPUCoresSoftirq, v, ok)
+		}
+		if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "share one kernel") }) {
+			t.Errorf("%s: no warning that the nodes share a kernel: %q", r.TrialKey(), r.Warnings)
 		}
 	}
 	for _, c := range ctxs[:2] {

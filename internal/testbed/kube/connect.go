@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/klog/v2"
 )
 
 // RequestTimeout is the least time an ordinary API request (not an exec
@@ -52,12 +54,22 @@ func loadingRules(path string) (*clientcmd.ClientConfigLoadingRules, string, err
 	return &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, path, nil
 }
 
+// quietKlog silences klog once.
+var quietKlog sync.Once
+
 // Connect makes the clients of site's context, and checks that its API
 // server answers within timeout (DefaultConnectTimeout when 0). Kubeconfig
 // may be a list of files separated by ':', merged as $KUBECONFIG is.
 // Errors name the kubeconfig and the context: an unreadable kubeconfig, an
 // unknown context, an API server that does not answer (with its URL).
 func Connect(ctx context.Context, site SiteSpec, timeout time.Duration) (*Clients, error) {
+	quietKlog.Do(func() {
+		// client-go logs through klog to stderr (e.g. the WebSocket
+		// executor's "Unknown stream id"); spanperf reports its errors
+		// itself.
+		klog.SetOutput(io.Discard)
+		klog.LogToStderr(false)
+	})
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
