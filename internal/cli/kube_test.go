@@ -1,13 +1,16 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,5 +137,164 @@ warmup: 300ms
 		if ns := runNamespaces(t, c); len(ns) > 0 {
 			t.Errorf("context %s: namespaces left: %v", c, ns)
 		}
+	}
+}
+
+// ownedNamespaces lists the run namespaces in context ctx owned by
+// process pid (kube.AnnotationOwnerPID), deleting ones included.
+func ownedNamespaces(t *testing.T, ctx string, pid int) []string {
+	t.Helper()
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctx}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 15 * time.Second
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := c.CoreV1().Namespaces().List(bg, metav1.ListOptions{LabelSelector: kube.LabelRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ns := range l.Items {
+		if ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(pid) {
+			out = append(out, ns.Name)
+		}
+	}
+	return out
+}
+
+// startKubeRun starts `spanperf run` as a child on the two clusters with
+// a long rr, and waits until its namespaces exist in both.
+func startKubeRun(t *testing.T, ctxs []string, image, dir string) *exec.Cmd {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "k.yaml")
+	src := fmt.Sprintf("name: kube-stop\nsites:\n  - {name: east, context: %s}\n  - {name: west, context: %s}\ndatapaths: [k8s-pod]\nworkloads: [{type: rr}]\nrepetitions: 3\nduration: 20s\nwarmup: 0s\n", ctxs[0], ctxs[1])
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-f", f, "--out", dir, "--image", image)
+	var e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &e, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if len(ownedNamespaces(t, ctxs[0], cmd.Process.Pid)) > 0 && len(ownedNamespaces(t, ctxs[1], cmd.Process.Pid)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run made no namespaces in 60s:\n%s", e.String())
+		}
+	}
+	// The agent pods are up once a trial runs: let one start.
+	time.Sleep(8 * time.Second)
+	return cmd
+}
+
+// TestKubeInterruptRemovesNamespaces: ^C (SIGINT) during a run on the two
+// clusters stops it with exit 130 and deletes its namespaces in both.
+func TestKubeInterruptRemovesNamespaces(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	cmd := startKubeRun(t, ctxs, image, filepath.Join(t.TempDir(), "run"))
+	pid := cmd.Process.Pid
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Errorf("exit %d (%v), want 130", code, err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the run did not stop within 3 minutes of SIGINT")
+	}
+	for _, c := range ctxs[:2] {
+		if ns := ownedNamespaces(t, c, pid); len(ns) > 0 {
+			t.Errorf("context %s: left after ^C: %v", c, ns)
+		}
+	}
+}
+
+// TestKubeKillThenCleanKube: a run killed with SIGKILL leaves its
+// namespaces; `spanperf clean --kube` removes them (and only them: a
+// namespace of a live run is left, with the reason).
+func TestKubeKillThenCleanKube(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	cmd := startKubeRun(t, ctxs, image, filepath.Join(t.TempDir(), "run"))
+	pid := cmd.Process.Pid
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	left := ownedNamespaces(t, ctxs[0], pid)
+	if len(left) == 0 {
+		t.Fatal("nothing left after SIGKILL: nothing for clean to do")
+	}
+	out, errOut, code := spanperf(t, "clean", "--kube", "--context", strings.Join(ctxs[:2], ","))
+	if code != 0 {
+		t.Fatalf("clean --kube: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, ns := range left {
+		if !strings.Contains(out, "removed context "+ctxs[0]+": namespace "+ns) {
+			t.Errorf("clean --kube did not say it removed %s:\n%s", ns, out)
+		}
+	}
+	for _, c := range ctxs[:2] {
+		if ns := ownedNamespaces(t, c, pid); len(ns) > 0 {
+			t.Errorf("context %s: left after kill -9 and clean --kube: %v", c, ns)
+		}
+	}
+	// The records of a killed run's local testbed go with the local clean.
+	if _, _, code := spanperf(t, "clean", "--run", "nonexistent"); code != 0 {
+		t.Errorf("local clean after a kube run: exit %d", code)
+	}
+}
+
+// TestKubeBadInput: an unknown context and an image that cannot be pulled
+// fail the run's trials with errors that name them, within the timeouts,
+// and leave no namespace.
+func TestKubeBadInput(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	for _, c := range []struct {
+		name, ctx0, image string
+		want              []string
+	}{
+		{"unknown-context", "nowhere", image, []string{`"nowhere"`, "context"}},
+		{"bad-image", ctxs[0], "127.0.0.1:1/spanperf/none:none", []string{"ErrImagePull", "agent"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "k.yaml")
+			src := fmt.Sprintf("name: bad\nsites:\n  - {name: east, context: %s}\n  - {name: west, context: %s}\ndatapaths: [k8s-pod]\nworkloads: [{type: rr}]\nrepetitions: 1\nduration: 1s\n", c.ctx0, ctxs[1])
+			if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "run")
+			start := time.Now()
+			out, errOut, code := spanperf(t, "run", "-f", f, "--out", dir, "--image", c.image)
+			took := time.Since(start)
+			recs, _ := results.Load(dir)
+			if len(recs) != 1 || recs[0].Error == "" {
+				t.Fatalf("exit %d, records %+v\n%s%s", code, recs, out, errOut)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(recs[0].Error, w) {
+					t.Errorf("error %q lacks %q", recs[0].Error, w)
+				}
+			}
+			if took > 3*time.Minute {
+				t.Errorf("took %s", took)
+			}
+			t.Logf("%s: %s in %s", c.name, recs[0].Error, took.Round(time.Millisecond))
+			for _, k := range ctxs[:2] {
+				if ns := runNamespaces(t, k); len(ns) > 0 {
+					t.Errorf("context %s: namespaces left: %v", k, ns)
+				}
+			}
+		})
 	}
 }
