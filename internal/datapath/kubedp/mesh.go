@@ -457,6 +457,24 @@ func (l *Linkerd) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 		return nil
 	}
 	sets := []podSet{{kind: "linkerd-gateway", role: "gateway", namespace: l.LinkNamespace, selector: l.GatewaySelector, serverOnly: true, option: "gateway_selector"}}
-	return exposeServices(ctx, LinkerdName, sites, l.objects(sites), sets, comps,
+	link, err := exposeServices(ctx, LinkerdName, sites, l.objects(sites), sets, comps,
 		testbed.Target{Host: l.mirror() + "." + server.Namespace() + ".svc.cluster.local", Port: ServicePort}, ready)
+	if err != nil {
+		return nil, err
+	}
+	// A client in the server's own cluster has no mirror: it dials the
+	// exported Service itself.
+	local := map[string]bool{}
+	for _, s := range sites {
+		local[s.Name()] = sameCluster(s, server)
+	}
+	remote := link.Target
+	inCluster := targetsTo(server, testbed.Target{Host: clusterLocal(server), Port: ServicePort})
+	link.Target = func(from, to testbed.Site, port int) testbed.Target {
+		if from != nil && local[from.Name()] {
+			return inCluster(from, to, port)
+		}
+		return remote(from, to, port)
+	}
+	return link, nil
 }
