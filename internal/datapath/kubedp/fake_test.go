@@ -35,8 +35,10 @@ type fakeSite struct {
 	pod     *corev1.Pod
 }
 
-func (s *fakeSite) Name() string                { return s.name }
-func (s *fakeSite) Spec() kube.SiteSpec         { return kube.SiteSpec{Name: s.name, Context: s.clients.Context} }
+func (s *fakeSite) Name() string { return s.name }
+func (s *fakeSite) Spec() kube.SiteSpec {
+	return kube.SiteSpec{Name: s.name, Context: s.clients.Context}
+}
 func (s *fakeSite) Clients() *kube.Clients      { return s.clients }
 func (s *fakeSite) Namespace() string           { return fakeNS }
 func (s *fakeSite) Pod() *corev1.Pod            { return s.pod }
