@@ -218,9 +218,11 @@ func exposeServices(ctx context.Context, name string, sites []Site, objs []objec
 	if err != nil {
 		return fail(err)
 	}
+	comps = append(comps, found...)
 	return &datapath.Link{
 		Target:     targetsTo(server, target),
-		Components: append(comps, found...),
+		Components: comps,
+		Alive:      alive(name, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, name) },
 	}, nil
 }
