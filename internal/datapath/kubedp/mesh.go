@@ -218,9 +218,11 @@ func exposeServices(ctx context.Context, name string, sites []Site, objs []objec
 	if err != nil {
 		return fail(err)
 	}
+	comps = append(comps, found...)
 	return &datapath.Link{
 		Target:     targetsTo(server, target),
-		Components: append(comps, found...),
+		Components: comps,
+		Alive:      alive(name, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, name) },
 	}, nil
 }
@@ -359,13 +361,19 @@ func LinkerdInfo() datapath.Info {
 	}
 }
 
-// Validate reports options the adapter cannot use.
+// errNoLink is the error of an adapter without its Link's name. The
+// scenario parser already refuses a linkerd entry without link (the
+// option is Required); New accepts it so that `spanperf doctor` can make
+// the adapter from its defaults, and Preflight and Setup refuse it.
+var errNoLink = fmt.Errorf("%s: option link is required: the Link's name in the client's cluster", LinkerdName)
+
+// Validate reports options the adapter cannot use; an empty link is left
+// to Preflight (see errNoLink).
 func (l *Linkerd) Validate() error {
-	if l.Link == "" {
-		return fmt.Errorf("%s: option link is required: the Link's name in the client's cluster", LinkerdName)
-	}
-	if err := checkName(LinkerdName, "link", l.Link); err != nil {
-		return err
+	if l.Link != "" {
+		if err := checkName(LinkerdName, "link", l.Link); err != nil {
+			return err
+		}
 	}
 	if err := checkName(LinkerdName, "link_namespace", l.LinkNamespace); err != nil {
 		return err
@@ -388,6 +396,9 @@ func (l *Linkerd) Shape(p *kube.PodShape) {
 // Preflight checks that every cluster runs Linkerd (linkerd.io) and that
 // each client's cluster has the Link named by the option link.
 func (l *Linkerd) Preflight(ctx context.Context, sites []kube.SiteSpec, cs []*kube.Clients) error {
+	if l.Link == "" {
+		return errNoLink
+	}
 	cls, err := clusterSpecs(LinkerdName, sites, cs)
 	if err != nil {
 		return err
@@ -432,6 +443,9 @@ func (l *Linkerd) Setup(ctx context.Context, tb testbed.Testbed) (*datapath.Link
 }
 
 func (l *Linkerd) setup(ctx context.Context, sites []Site) (*datapath.Link, error) {
+	if l.Link == "" {
+		return nil, errNoLink
+	}
 	server, clients := serverOf(sites)
 	comps, err := sidecars(LinkerdName, "linkerd-proxy", "sidecar", "is the proxy injector running (linkerd.io/inject: enabled on the pod)?", sites)
 	if err != nil {
@@ -457,6 +471,24 @@ func (l *Linkerd) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 		return nil
 	}
 	sets := []podSet{{kind: "linkerd-gateway", role: "gateway", namespace: l.LinkNamespace, selector: l.GatewaySelector, serverOnly: true, option: "gateway_selector"}}
-	return exposeServices(ctx, LinkerdName, sites, l.objects(sites), sets, comps,
+	link, err := exposeServices(ctx, LinkerdName, sites, l.objects(sites), sets, comps,
 		testbed.Target{Host: l.mirror() + "." + server.Namespace() + ".svc.cluster.local", Port: ServicePort}, ready)
+	if err != nil {
+		return nil, err
+	}
+	// A client in the server's own cluster has no mirror: it dials the
+	// exported Service itself.
+	local := map[string]bool{}
+	for _, s := range sites {
+		local[s.Name()] = sameCluster(s, server)
+	}
+	remote := link.Target
+	inCluster := targetsTo(server, testbed.Target{Host: clusterLocal(server), Port: ServicePort})
+	link.Target = func(from, to testbed.Site, port int) testbed.Target {
+		if from != nil && local[from.Name()] {
+			return inCluster(from, to, port)
+		}
+		return remote(from, to, port)
+	}
+	return link, nil
 }

@@ -1,6 +1,7 @@
 package kubedp
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{IstioName, map[string]any{"mode": "ambient", "revision": "canary"}, `istio: revision "canary" is for mode sidecar, not ambient`},
 		{IstioName, map[string]any{"revision": "1.24_x"}, `istio: revision "1.24_x"`},
 		{CiliumName, map[string]any{"agent_selector": "k8s-app=cilium,("}, `cilium: agent_selector "k8s-app=cilium,("`},
-		{LinkerdName, nil, `linkerd: option link is required`},
 		{LinkerdName, map[string]any{"link": "West"}, `linkerd: link "West"`},
 		{LinkerdName, map[string]any{"link": "west", "timeout": -time.Second}, `linkerd: timeout -1s: want a positive duration`},
 	} {
@@ -80,6 +80,22 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 }
 
+// TestLinkerdNeedsLink: the parser refuses a linkerd entry without link
+// (Required); an adapter made without it anyway is refused by Preflight and
+// Setup before anything is created.
+func TestLinkerdNeedsLink(t *testing.T) {
+	if f := LinkerdInfo().Options[0]; f.Name != "link" || !f.Required {
+		t.Errorf("option %s required %v, want link required", f.Name, f.Required)
+	}
+	l := newAdapter(t, LinkerdName, nil).(*Linkerd)
+	if err := l.Preflight(context.Background(), nil, nil); err != errNoLink {
+		t.Errorf("preflight: %v, want %v", err, errNoLink)
+	}
+	if _, err := l.setup(context.Background(), nil); err != errNoLink {
+		t.Errorf("setup: %v, want %v", err, errNoLink)
+	}
+}
+
 // TestInfos: every adapter is a Kubernetes one, its defaults are accepted,
 // its options documented, and it declares its components.
 func TestInfos(t *testing.T) {
@@ -93,6 +109,9 @@ func TestInfos(t *testing.T) {
 		}
 		if _, err := info.New(withDefaults(info, opts)); err != nil {
 			t.Errorf("%s: defaults refused: %v", info.Name, err)
+		}
+		if _, err := info.New(withDefaults(info, nil)); err != nil {
+			t.Errorf("%s: New of the defaults alone (spanperf doctor) refused: %v", info.Name, err)
 		}
 		for _, f := range info.Options {
 			if f.Doc == "" {

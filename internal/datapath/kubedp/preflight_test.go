@@ -125,3 +125,39 @@ func TestSidecarMissing(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestAliveNamesGonePod: Link.Alive of a solution passes while its
+// component pods run, and fails naming the adapter, the component, the pod
+// and the context once a pod is deleted (as an eviction mid-run would).
+func TestAliveNamesGonePod(t *testing.T) {
+	cs := clustersOf(t)
+	site := newRealSite(t, cs[0], "west", podOpts{})
+	comps, err := sidecars(IstioName, "agent", "sidecar", "", []Site{site})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := alive(IstioName, []Site{site}, comps)
+	if err := check(); err != nil {
+		t.Fatalf("alive with the pod running: %v", err)
+	}
+	zero := int64(0)
+	if err := cs[0].Kube.CoreV1().Pods(site.ns).Delete(testCtx(t, 20*time.Second), site.pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	want := "istio: agent@west: pod " + site.ns + "/" + site.pod.Name + " in context " + cs[0].Context
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := check()
+		if err != nil {
+			t.Log(err)
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("got %v\nwant it to contain %q", err, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alive still passes 20s after the pod's deletion")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

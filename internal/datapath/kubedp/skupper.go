@@ -249,6 +249,7 @@ func (s *Skupper) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 	return &datapath.Link{
 		Target:     targetsTo(server, testbed.Target{Host: ServiceName, Port: ServicePort}),
 		Components: comps,
+		Alive:      alive(SkupperName, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, SkupperName) },
 	}, nil
 }

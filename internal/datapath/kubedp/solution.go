@@ -2,9 +2,11 @@ package kubedp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -247,3 +249,45 @@ func declared(roles ...string) func(map[string]any, int) []scenario.Component {
 
 // clusterLocal is the DNS name of the run's Service in a cluster.
 func clusterLocal(s Site) string { return ServiceName + "." + s.Namespace() + ".svc.cluster.local" }
+
+// aliveTimeout bounds one Alive check.
+const aliveTimeout = 10 * time.Second
+
+// alive makes a Link.Alive that checks that every pod component of comps
+// still runs as the same pod (same UID, phase Running, not being
+// deleted): a solution's pod evicted or restarted mid-run fails the
+// trial, naming the adapter, the pod, its context and why.
+func alive(name string, sites []Site, comps []results.Component) func() error {
+	clients := map[string]*kube.Clients{}
+	for _, s := range sites {
+		clients[contextOf(s)] = s.Clients()
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), aliveTimeout)
+		defer cancel()
+		var errs []error
+		for _, c := range comps {
+			cl := clients[c.Context]
+			if c.Pod == "" || cl == nil {
+				continue
+			}
+			p, err := cl.Kube.CoreV1().Pods(c.Namespace).Get(ctx, c.Pod, metav1.GetOptions{})
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s: %s: pod %s/%s in context %s: %w", name, c.Name, c.Namespace, c.Pod, c.Context, err))
+			case string(p.UID) != c.PodUID:
+				errs = append(errs, fmt.Errorf("%s: %s: pod %s/%s in context %s was replaced (uid %s, was %s)", name, c.Name, c.Namespace, c.Pod, c.Context, p.UID, c.PodUID))
+			case p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning:
+				why := string(p.Status.Phase)
+				if p.DeletionTimestamp != nil {
+					why = "being deleted"
+				}
+				if p.Status.Reason != "" {
+					why += ": " + p.Status.Reason + " " + p.Status.Message
+				}
+				errs = append(errs, fmt.Errorf("%s: %s: pod %s/%s in context %s is %s", name, c.Name, c.Namespace, c.Pod, c.Context, strings.TrimSpace(why)))
+			}
+		}
+		return errors.Join(errs...)
+	}
+}

@@ -172,6 +172,7 @@ func (s *Submariner) setup(ctx context.Context, sites []Site) (*datapath.Link, e
 	return &datapath.Link{
 		Target:     targetsTo(server, testbed.Target{Host: ServiceName + "." + server.Namespace() + ".svc.clusterset.local", Port: ServicePort}),
 		Components: comps,
+		Alive:      alive(SubmarinerName, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, SubmarinerName) },
 	}, nil
 }
