@@ -345,8 +345,11 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		if s.Topology != Topologies[0] {
 			add("topology", "Kubernetes sites run workloads in pods (topology %s only)", Topologies[0])
 		}
-		if len(s.Limits) > 0 && !s.Kube.AllowPatch {
+		switch {
+		case len(s.Limits) > 0 && !s.Kube.AllowPatch:
 			add("limits", "on Kubernetes sites a limit patches the CPU limit of a solution's Deployment or DaemonSet in your installation (restored after the run): set allow_patch: true to allow it")
+		case len(s.Limits) > 0:
+			add("limits", "on Kubernetes sites, limits are not run yet: spanperf can patch and restore a component's CPU limit (clean --kube restores it after a crash), but runs do not sweep it yet")
 		}
 	}
 	bl, ok := cat.(BackendLister)
