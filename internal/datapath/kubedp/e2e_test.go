@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -112,14 +113,10 @@ func rrThrough(ctx context.Context, client testbed.Site, target testbed.Target) 
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
-				err = errorString("rr through " + target.String() + ": " + rec.Error + " " + errOut.String())
+				err = fmt.Errorf("rr through %s: %s %s", target, rec.Error, strings.TrimSpace(errOut.String()))
 			}
 			return rec, err
 		}
 		time.Sleep(time.Second)
 	}
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
