@@ -2,6 +2,7 @@ package kubedp
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -448,5 +449,23 @@ func TestCiliumGlobalService(t *testing.T) {
 		if err != nil || svc.GetAnnotations()["service.cilium.io/global"] != "true" {
 			t.Errorf("service in %s: %v %v", s.clients.Context, err, svc)
 		}
+	}
+}
+
+// TestWaitForKeepsLastReason: cond runs under the caller's context, not
+// the wait's deadline, so the timeout error keeps the reason of the last
+// poll rather than "context deadline exceeded".
+func TestWaitForKeepsLastReason(t *testing.T) {
+	calls := 0
+	err := waitFor(context.Background(), "x", 300*time.Millisecond, 100*time.Millisecond, func(ctx context.Context) (bool, string, error) {
+		calls++
+		if _, has := ctx.Deadline(); has {
+			return false, "cond got the wait's deadline", nil
+		}
+		return false, fmt.Sprintf("the real reason %d", calls), nil
+	})
+	want := fmt.Sprintf("timeout waiting for x after 300ms (last: the real reason %d)", calls)
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %s", err, want)
 	}
 }

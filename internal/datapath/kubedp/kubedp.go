@@ -303,12 +303,18 @@ func (c *created) closeAfter(name string) {
 }
 
 // waitFor polls cond every interval until it answers true, an error that
-// is final, or timeout; on timeout the error names what was awaited and the
+// is final, or timeout (a request in flight then may overrun it by its own
+// time limit); on timeout the error names what was awaited and the
 // last reason cond gave ("timeout waiting for X after D, last: ...").
 func waitFor(ctx context.Context, what string, timeout, interval time.Duration, cond func(ctx context.Context) (done bool, reason string, err error)) error {
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		done, reason, err := cond(ctx)
+	parent := ctx
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(context.Context) (bool, error) {
+		// cond's requests run under the caller's ctx, not the wait's
+		// deadline (each is bounded by the client's own timeout): a last
+		// request cut short by that deadline would replace the reason
+		// with "context deadline exceeded".
+		done, reason, err := cond(parent)
 		if reason != "" {
 			last = reason
 		}
