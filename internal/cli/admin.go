@@ -54,6 +54,10 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 	}
 	spec := s.Datapaths[0]
 	info, _ := plugins.Datapath(spec.Name)
+	if s.IsKube() || info.Kube {
+		fmt.Fprintf(stderr, "spanperf up: builds local testbeds only (network namespaces); %s on Kubernetes sites runs with spanperf run\n", spec.Name)
+		return 1
+	}
 	ctx := context.Background()
 	id := runner.NewID()
 	tspec := runner.TestbedSpec(s, id)

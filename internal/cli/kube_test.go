@@ -298,3 +298,21 @@ func TestKubeBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestUpRefusesKube: up builds local testbeds only, and says so for an
+// exposure adapter or Kubernetes sites, building nothing.
+func TestUpRefusesKube(t *testing.T) {
+	for _, src := range []string{
+		"name: u\ndatapaths: [native]\nworkloads: [{type: rr}]\n",
+		"name: u\nsites: [{name: a, context: x}, {name: b, context: y}]\ndatapaths: [k8s-pod]\nworkloads: [{type: rr}]\n",
+	} {
+		f := filepath.Join(t.TempDir(), "u.yaml")
+		if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := spanperf(t, "up", "-f", f, "--datapath", "k8s-pod")
+		if code != 1 || !strings.Contains(errOut, "k8s-pod") || !strings.Contains(errOut, "Kubernetes sites") {
+			t.Errorf("up --datapath k8s-pod: exit %d: %s", code, errOut)
+		}
+	}
+}
