@@ -33,6 +33,8 @@ type cluster struct {
 	config  *rest.Config
 	kube    kubernetes.Interface
 	image   string
+	// clients are kube.Connect's, whose Exec the node probe runs through.
+	clients *kube.Clients
 }
 
 // clusters returns the clusters the environment names
@@ -56,7 +58,13 @@ func clusters(t *testing.T) []cluster {
 		if err != nil {
 			t.Fatalf("context %s: %v", name, err)
 		}
-		out = append(out, cluster{context: name, config: cfg, kube: cs, image: image})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cl, err := kube.Connect(ctx, kube.SiteSpec{Kubeconfig: cfgs, Context: name}, 20*time.Second)
+		cancel()
+		if err != nil {
+			t.Fatalf("context %s: %v", name, err)
+		}
+		out = append(out, cluster{context: name, config: cfg, kube: cs, image: image, clients: cl})
 	}
 	return out
 }
@@ -158,7 +166,7 @@ func burnPod(image string, cores float64) *corev1.Pod {
 				{Name: "burn", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 					Command: []string{"/spanperf", "agent", "burn", "--cores", fmt.Sprint(cores), "--duration", "2m"}},
 				{Name: "idle", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-					Command: []string{"/spanperf", "agent", "nodeprobe", "--wait"}},
+					Command: []string{"/spanperf", "agent", "sleep"}},
 			},
 		},
 	}

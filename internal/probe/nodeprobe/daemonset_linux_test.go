@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"sync"
@@ -13,26 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/spanperf/spanperf/internal/probe/nodeprobe"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
 )
-
-// exec runs argv in a pod's container over the API server (SPDY), as
-// (*kube.Clients).Exec will: a minimal copy for this test while that is
-// a stub on this branch.
-func (c cluster) exec(ctx context.Context, ns, pod, container string, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	req := c.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(c.config, "POST", req.URL())
-	if err != nil {
-		return fmt.Errorf("exec in pod %s/%s: %w", ns, pod, err)
-	}
-	return ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
-}
 
 // probePod creates the node probe's DaemonSet in ns and waits up to a
 // minute for its pod on the cluster's one node.
@@ -125,7 +109,7 @@ func TestClusterDaemonSet(t *testing.T) {
 				defer wg.Done()
 				id := nodeprobe.ContainerID(s.burn.Status.ContainerStatuses[0].ContainerID)
 				c0, t0 := cgroupCPU(t, string(s.burn.UID), id), time.Now()
-				rs := nodeprobe.Collect(context.Background(), s.c.exec, s.c.context, s.ns, kube.NodeProbeName,
+				rs := nodeprobe.Collect(context.Background(), s.c.clients.Exec, s.c.context, s.ns, kube.NodeProbeName,
 					map[string]string{s.probe.Spec.NodeName: s.probe.Name}, specs[i])
 				acct[i] = (cgroupCPU(t, string(s.burn.UID), id) - c0).Seconds() / time.Since(t0).Seconds()
 				if len(rs) != 1 {

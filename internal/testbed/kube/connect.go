@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -67,8 +68,7 @@ func Connect(ctx context.Context, site SiteSpec, timeout time.Duration) (*Client
 		// client-go logs through klog to stderr (e.g. the WebSocket
 		// executor's "Unknown stream id"); spanperf reports its errors
 		// itself.
-		klog.SetOutput(io.Discard)
-		klog.LogToStderr(false)
+		klog.SetLogger(logr.Discard())
 	})
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
