@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
 )
 
@@ -249,9 +250,26 @@ func TestKubeKillThenCleanKube(t *testing.T) {
 			t.Errorf("context %s: left after kill -9 and clean --kube: %v", c, ns)
 		}
 	}
-	// The records of a killed run's local testbed go with the local clean.
-	if _, _, code := spanperf(t, "clean", "--run", "nonexistent"); code != 0 {
-		t.Errorf("local clean after a kube run: exit %d", code)
+	// What the killed run left on this machine (its ledger and temp dir)
+	// goes with the local clean.
+	ledgers := func() []string {
+		var out []string
+		all, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+		for _, l := range all {
+			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == pid {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if len(ledgers()) == 0 {
+		t.Error("the killed run left no ledger: its temp dir cannot be swept")
+	}
+	if out, errOut, code := spanperf(t, "clean"); code != 0 {
+		t.Errorf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	if l := ledgers(); len(l) > 0 {
+		t.Errorf("left after clean: %v", l)
 	}
 }
 
