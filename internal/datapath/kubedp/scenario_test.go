@@ -12,15 +12,16 @@ import (
 // scenario file as the issue writes them; bad values are refused by the
 // parser with file, line and key.
 func TestScenarioOptions(t *testing.T) {
-	const good = `datapaths: [k8s-pod, k8s-hostnet, k8s-nodeport, skupper, submariner, {name: istio, mode: ambient}, {name: linkerd, link: west}, {name: k8s-loadbalancer, timeout: 30s}]
+	const sites = "sites: [{name: east, context: east}, {name: west, context: west}]\n"
+	const good = sites + `datapaths: [k8s-pod, k8s-hostnet, k8s-nodeport, skupper, submariner, {name: istio, mode: ambient}, {name: linkerd, link: west}, {name: k8s-loadbalancer, timeout: 30s}]
 workloads: [{type: rr}]
 `
 	if _, err := scenario.Parse("east-west.yaml", []byte(good), plugins.Catalog{}); err != nil {
 		t.Fatalf("parse: %v", err)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"datapaths: [{name: istio, mode: mesh}]\nworkloads: [{type: rr}]\n", "bad.yaml:1"},
-		{"datapaths: [linkerd]\nworkloads: [{type: rr}]\n", "link"},
+		{sites + "datapaths: [{name: istio, mode: mesh}]\nworkloads: [{type: rr}]\n", "bad.yaml:2: datapaths[0].mode"},
+		{sites + "datapaths: [linkerd]\nworkloads: [{type: rr}]\n", "link"},
 	} {
 		_, err := scenario.Parse("bad.yaml", []byte(tc.yaml), plugins.Catalog{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
