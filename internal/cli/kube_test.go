@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -42,8 +43,18 @@ func kubeEnv(t *testing.T) (contexts []string, image string) {
 }
 
 // runNamespaces lists the namespaces labelled with a run ID in context
-// ctx that this process owns (other tests' are not this test's business).
+// ctx that this process owns, and are not being deleted (other tests'
+// are not this test's business).
 func runNamespaces(t *testing.T, ctx string) []string {
+	t.Helper()
+	return namespacesOf(t, ctx, func(ns corev1.Namespace) bool {
+		return ns.DeletionTimestamp == nil && ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(os.Getpid())
+	})
+}
+
+// namespacesOf lists the namespaces labelled with a run ID in context ctx
+// that keep accepts.
+func namespacesOf(t *testing.T, ctx string, keep func(corev1.Namespace) bool) []string {
 	t.Helper()
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctx}).ClientConfig()
@@ -63,7 +74,7 @@ func runNamespaces(t *testing.T, ctx string) []string {
 	}
 	var out []string
 	for _, ns := range l.Items {
-		if ns.DeletionTimestamp == nil && ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(os.Getpid()) {
+		if keep(ns) {
 			out = append(out, ns.Name)
 		}
 	}
@@ -145,29 +156,7 @@ warmup: 300ms
 // process pid (kube.AnnotationOwnerPID), deleting ones included.
 func ownedNamespaces(t *testing.T, ctx string, pid int) []string {
 	t.Helper()
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: ctx}).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Timeout = 15 * time.Second
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	l, err := c.CoreV1().Namespaces().List(bg, metav1.ListOptions{LabelSelector: kube.LabelRun})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, ns := range l.Items {
-		if ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(pid) {
-			out = append(out, ns.Name)
-		}
-	}
-	return out
+	return namespacesOf(t, ctx, func(ns corev1.Namespace) bool { return ns.Annotations[kube.AnnotationOwnerPID] == strconv.Itoa(pid) })
 }
 
 // startKubeRun starts `spanperf run` as a child on the two clusters with

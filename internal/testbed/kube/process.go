@@ -56,7 +56,7 @@ func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, 
 		stdout:  cmd.Stdout, stderr: cmd.Stderr,
 	}
 	if p.stderr == nil {
-		p.tail = newTail(4096)
+		p.tail = testbed.NewTail(4096)
 		p.stderr = p.tail
 	}
 	argv := []string{AgentPath, "agent", "run", "--pidfile", p.pidfile}
@@ -93,7 +93,7 @@ type podProcess struct {
 	pidfile        string
 	argv           []string
 	stdout, stderr io.Writer
-	tail           *tailBuffer
+	tail           *testbed.TailBuffer
 	cancel         context.CancelFunc
 
 	done     chan struct{}
@@ -246,47 +246,4 @@ func (p *podProcess) signal(sig syscall.Signal) error {
 		return fmt.Errorf("signal %s: %w: %s", name, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-// tailBuffer keeps the last lines written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func newTail(limit int) *tailBuffer { return &tailBuffer{limit: limit} }
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf.Write(b)
-	if t.buf.Len() > 2*t.limit {
-		keep := t.buf.Bytes()[t.buf.Len()-t.limit:]
-		if i := bytes.IndexByte(keep, '\n'); i >= 0 && i < len(keep)-1 {
-			keep = keep[i+1:]
-		}
-		nb := append([]byte(nil), keep...)
-		t.buf.Reset()
-		t.buf.Write(nb)
-	}
-	return len(b), nil
-}
-
-func (t *tailBuffer) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.buf.Len()
-}
-
-// String returns the last few lines.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimRight(t.buf.String(), "\n")
-	lines := strings.Split(s, "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,13 +1,13 @@
 package netns
 
 import (
-	"bytes"
 	"errors"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/spanperf/spanperf/internal/testbed"
 )
 
 // process is a testbed.Process backed by exec.Cmd, in its own process group.
@@ -16,7 +16,7 @@ type process struct {
 	name string
 	done chan struct{}
 	err  error
-	tail *tailBuffer
+	tail *testbed.TailBuffer
 }
 
 func (p *process) PID() int              { return p.cmd.Process.Pid }
@@ -71,46 +71,3 @@ func (e *exitError) Error() string {
 	return e.name + ": " + e.err.Error() + ": " + strings.TrimSpace(e.tail)
 }
 func (e *exitError) Unwrap() error { return e.err }
-
-// tailBuffer keeps the last lines written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	limit int
-}
-
-func newTail(limit int) *tailBuffer { return &tailBuffer{limit: limit} }
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf.Write(b)
-	if t.buf.Len() > 2*t.limit {
-		keep := t.buf.Bytes()[t.buf.Len()-t.limit:]
-		if i := bytes.IndexByte(keep, '\n'); i >= 0 && i < len(keep)-1 {
-			keep = keep[i+1:]
-		}
-		nb := append([]byte(nil), keep...)
-		t.buf.Reset()
-		t.buf.Write(nb)
-	}
-	return len(b), nil
-}
-
-func (t *tailBuffer) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.buf.Len()
-}
-
-// String returns the last few lines.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimRight(t.buf.String(), "\n")
-	lines := strings.Split(s, "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return strings.Join(lines, "\n")
-}

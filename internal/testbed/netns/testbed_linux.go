@@ -501,7 +501,7 @@ func (s *Site) Exec(ctx context.Context, c testbed.Command) (testbed.Process, er
 	if c.Stderr != nil {
 		cmd.Stderr = c.Stderr
 	} else {
-		p.tail = newTail(4096)
+		p.tail = testbed.NewTail(4096)
 		cmd.Stderr = p.tail
 	}
 	if c.Detach || s.tb.spec.Detach {
