@@ -68,6 +68,6 @@ func (fakeCatalog) WorkloadFields(name string) ([]Field, bool) {
 	return nil, false
 }
 
-func (fakeCatalog) DatapathNames() []string { return []string{"native", "vxlan", "geneve"} }
+func (fakeCatalog) DatapathNames() []string { return []string{"native", "vxlan", "geneve", "k8s-pod"} }
 
 func (fakeCatalog) WorkloadNames() []string { return []string{"stream", "rr", "crr", "tune"} }

@@ -211,7 +211,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		case d.Name == "":
 			add(path+".name", path, `missing required key "name"`)
 		case !ok:
-			add(path, "", "unknown datapath %q%s", d.Name, knownNames(cat, false))
+			add(path, "", "unknown datapath %q%s", d.Name, knownNames(cat, false, s.IsKube()))
 		default:
 			opts := make(map[string][]any, len(d.Options))
 			for k, v := range d.Options {
@@ -252,7 +252,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			if w.Type == "" {
 				add(path+".type", path, `missing required key "type"`)
 			} else {
-				add(path+".type", "", "unknown workload type %q%s", w.Type, knownNames(cat, true))
+				add(path+".type", "", "unknown workload type %q%s", w.Type, knownNames(cat, true, s.IsKube()))
 			}
 		} else {
 			ps = append(ps, checkParams(path, fields, w.Params, true)...)
@@ -563,7 +563,7 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 				continue
 			}
 			if _, ok := cat.DatapathFields(label); !ok {
-				return fmt.Errorf("%s: datapaths: unknown datapath %q%s", s.what(), label, knownNames(cat, false))
+				return fmt.Errorf("%s: datapaths: unknown datapath %q%s", s.what(), label, knownNames(cat, false, s.IsKube()))
 			}
 			t.Datapaths = append(t.Datapaths, DatapathSpec{Name: label, Label: label})
 		}
@@ -584,7 +584,7 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 				continue
 			}
 			if _, ok := cat.WorkloadFields(typ); !ok {
-				return fmt.Errorf("%s: workloads: unknown workload type %q%s", s.what(), typ, knownNames(cat, true))
+				return fmt.Errorf("%s: workloads: unknown workload type %q%s", s.what(), typ, knownNames(cat, true, s.IsKube()))
 			}
 			t.Workloads = append(t.Workloads, WorkloadSpec{Type: typ})
 		}
@@ -676,7 +676,10 @@ func (s *Scenario) DatapathLabels() []string {
 
 // knownNames returns " (known: a, b)" listing the datapaths, or the
 // workloads, of cat, when cat can list them.
-func knownNames(cat Catalog, workloads bool) string {
+//
+// With a BackendLister, datapaths are those for the scenario's kind of
+// sites (local or Kubernetes, as kube says); workloads are all listed.
+func knownNames(cat Catalog, workloads, kube bool) string {
 	l, ok := cat.(NameLister)
 	if !ok {
 		return ""
@@ -684,6 +687,8 @@ func knownNames(cat Catalog, workloads bool) string {
 	names := l.DatapathNames()
 	if workloads {
 		names = l.WorkloadNames()
+	} else if bl, ok := cat.(BackendLister); ok {
+		names = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return bl.DatapathKube(n) != kube })
 	}
 	return " (known: " + strings.Join(slices.Sorted(slices.Values(names)), ", ") + ")"
 }
