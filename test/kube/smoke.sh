@@ -63,6 +63,6 @@ KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/..
 if [ -n "$KUBE_GO_TESTS" ]; then
   T=$(ts)
   (cd "$REPO" && go test -count=1 -p 1 -timeout 15m $KUBE_GO_TESTS)
-  (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/runner/ ./internal/cli/)
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/cli/)
   echo "smoke: Go tests against the clusters passed in $(since $T) s"
 fi
