@@ -94,16 +94,11 @@ func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Compo
 			pods = append(pods, c)
 		}
 	}
-	switch {
-	case s.Kube.Prometheus == "":
+	if len(pods) == 0 || s.Kube.Prometheus == "" {
 		why := "not measured: no prometheus: URL and probe: none"
 		if len(pods) == 0 {
 			why = "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
 		}
-		miss[results.CPUCoresDatapath], miss[results.EnergyJoules] = why, why
-		return pd
-	case len(pods) == 0:
-		why := "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
 		miss[results.CPUCoresDatapath], miss[results.EnergyJoules] = why, why
 		return pd
 	}

@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/spanperf/spanperf/internal/probe"
 	"github.com/spanperf/spanperf/internal/probe/nodeprobe"
@@ -43,93 +42,26 @@ type nodeProbes struct {
 // and waits until a probe pod is Ready on every node the run's pods run on.
 func startNodeProbes(ctx context.Context, tb *kube.Testbed, image string) (*nodeProbes, error) {
 	np := &nodeProbes{}
-	seen := map[*kube.Clients]bool{}
-	run := tb.Spec().Run
+	byCluster := map[*kube.Clients]*probeCluster{}
+	nodes := map[*kube.Clients][]string{}
 	for _, s := range tb.KubeSites() {
 		c := s.Clients()
-		if seen[c] {
-			continue
+		if byCluster[c] == nil {
+			byCluster[c] = &probeCluster{clients: c, ns: s.Namespace()}
+			np.clusters = append(np.clusters, byCluster[c])
 		}
-		seen[c] = true
-		pc := &probeCluster{clients: c, ns: s.Namespace()}
-		ds := kube.NodeProbeDaemonSet(pc.ns, run, image, nil)
-		if _, err := c.Kube.AppsV1().DaemonSets(pc.ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("node probe: context %s: create daemonset %s/%s: %w", c.Context, pc.ns, ds.Name, err)
+		if p := s.Pod(); p != nil && !slices.Contains(nodes[c], p.Spec.NodeName) {
+			nodes[c] = append(nodes[c], p.Spec.NodeName)
 		}
-		np.clusters = append(np.clusters, pc)
 	}
 	for _, pc := range np.clusters {
-		if err := pc.waitReady(ctx, tb, run); err != nil {
+		probes, err := kube.StartNodeProbe(ctx, pc.clients, pc.ns, tb.Spec().Run, image, nodes[pc.clients], nodeProbeReady)
+		if err != nil {
 			return nil, err
 		}
+		pc.probes = probes
 	}
 	return np, nil
-}
-
-// waitReady waits until every node the run's agent pods in this cluster
-// run on has a Ready probe pod, and records them.
-func (pc *probeCluster) waitReady(ctx context.Context, tb *kube.Testbed, run string) error {
-	want := map[string]bool{}
-	for _, s := range tb.KubeSites() {
-		if s.Clients() == pc.clients && s.Pod() != nil {
-			want[s.Pod().Spec.NodeName] = true
-		}
-	}
-	sel := labels.SelectorFromSet(kube.NodeProbeSelector(run)).String()
-	deadline := time.Now().Add(nodeProbeReady)
-	var last string
-	for {
-		l, err := pc.clients.Kube.CoreV1().Pods(pc.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err == nil {
-			pc.probes = map[string]string{}
-			for _, p := range l.Items {
-				if podReady(&p) {
-					pc.probes[p.Spec.NodeName] = p.Name
-				} else {
-					last = fmt.Sprintf("pod %s on node %s: %s", p.Name, p.Spec.NodeName, podWhy(&p))
-				}
-			}
-			missing := 0
-			for n := range want {
-				if pc.probes[n] == "" {
-					missing++
-				}
-			}
-			if missing == 0 {
-				return nil
-			}
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node probe: context %s: no Ready probe pod on every node of the run within %s (last: %s)", pc.clients.Context, nodeProbeReady, last)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// podWhy says why a pod is not Ready: its phase and its first waiting
-// container's reason.
-func podWhy(p *corev1.Pod) string {
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			return fmt.Sprintf("phase %s, %s: %s", p.Status.Phase, w.Reason, w.Message)
-		}
-	}
-	return "phase " + string(p.Status.Phase)
 }
 
 // probeRun is one trial's node probe collection, started at the measured

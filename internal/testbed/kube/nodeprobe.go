@@ -1,12 +1,17 @@
 package kube
 
 import (
+	"context"
+	"fmt"
 	"maps"
+	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/spanperf/spanperf/internal/probe/nodeprobe"
 )
@@ -97,4 +102,50 @@ func ShapeNodeProbe(shape *PodShape) {
 	}
 	maps.Copy(shape.NamespaceLabels, NodeProbeNamespaceLabels())
 	shape.Rules = append(shape.Rules, NodeProbeRules()...)
+}
+
+// StartNodeProbe creates the node probe DaemonSet of run in namespace ns of
+// cluster c and waits, up to timeout, until each of nodes has a Ready probe
+// pod; it returns their names by node. A probe pod that will never be
+// Ready (a failed image pull, a crash) fails the wait at once, naming it.
+func StartNodeProbe(ctx context.Context, c *Clients, ns, run, image string, nodes []string, timeout time.Duration) (map[string]string, error) {
+	ds := NodeProbeDaemonSet(ns, run, image, nil)
+	if _, err := c.Kube.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("node probe: context %s: create daemonset %s/%s: %w", c.Context, ns, ds.Name, err)
+	}
+	sel := labels.SelectorFromSet(NodeProbeSelector(run)).String()
+	var probes map[string]string
+	err := poll(ctx, 500*time.Millisecond, timeout, "the node probe on nodes "+strings.Join(nodes, ", "), func(ctx context.Context) (bool, error) {
+		l, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		probes = map[string]string{}
+		var waiting error
+		for i := range l.Items {
+			p := &l.Items[i]
+			if podReady(p) {
+				probes[p.Spec.NodeName] = p.Name
+				continue
+			}
+			state, fatal := podState(p)
+			waiting = fmt.Errorf("pod %s/%s on node %s: %s", ns, p.Name, p.Spec.NodeName, state)
+			if fatal {
+				return false, permanent{waiting}
+			}
+		}
+		for _, n := range nodes {
+			if probes[n] == "" {
+				if waiting == nil {
+					waiting = fmt.Errorf("no probe pod on node %s yet", n)
+				}
+				return false, waiting
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node probe: context %s: %w", c.Context, err)
+	}
+	return probes, nil
 }
