@@ -93,6 +93,14 @@ cat > "$D/tokens.csv" <<CSV
 $TOKEN,admin,admin-uid,"system:masters"
 node-$TOKEN,system:node:$NODE,node-uid-$N,"system:nodes"
 CSV
+# the aggregation layer's front proxy (so an extension API server such as metrics-server can serve
+# metrics.k8s.io): a CA the API server trusts for request headers, and its client certificate
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=spk$N-front-proxy-ca \
+  -keyout "$D/front-proxy-ca.key" -out "$D/front-proxy-ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj /CN=front-proxy-client \
+  -keyout "$D/front-proxy-client.key" -out "$D/front-proxy-client.csr" 2>/dev/null
+openssl x509 -req -in "$D/front-proxy-client.csr" -CA "$D/front-proxy-ca.crt" -CAkey "$D/front-proxy-ca.key" \
+  -CAcreateserial -days 2 -out "$D/front-proxy-client.crt" 2>/dev/null
 # binds all of the namespace's addresses, so the host reaches it at $VETH_NS
 $X "$BIN/kube-apiserver" \
   --etcd-servers=http://127.0.0.1:$ETCD_PORT \
@@ -103,6 +111,10 @@ $X "$BIN/kube-apiserver" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-cluster-ip-range=$SVC_CIDR --endpoint-reconciler-type=none \
   --kubelet-preferred-address-types=InternalIP --allow-privileged=true \
+  --requestheader-client-ca-file="$D/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- --enable-aggregator-routing=true \
+  --proxy-client-cert-file="$D/front-proxy-client.crt" --proxy-client-key-file="$D/front-proxy-client.key" \
   > "$D/logs/apiserver.log" 2>&1 &
 echo $! > "$D/apiserver.pid"
 mkkc() {  # kubeconfig: token $1, server host $2, context spk$N
