@@ -194,15 +194,7 @@ func (p *parser) scenario(data []byte) *Scenario {
 				s.Kube.ShareNode = x.(bool)
 			}
 		case "wan":
-			p.mapping(v, kp, []string{"mtu", "rate"}, func(key, kp string, v *yaml.Node) {
-				if key == "mtu" {
-					if x, ok := p.top(KindInt, v, kp); ok {
-						s.WAN.MTU = int(x.(int64))
-					}
-				} else if x, ok := p.top(KindRate, v, kp); ok {
-					s.WAN.RateBPS = x.(int64)
-				}
-			})
+			p.wan(v, kp, &s.WAN)
 		case "topology":
 			if x, ok := p.value(KindString, v, kp); ok {
 				s.Topology = x.(string)
@@ -332,6 +324,124 @@ func (p *parser) limits(n *yaml.Node, path string) map[string]Limit {
 		out[key] = lim
 	})
 	return out
+}
+
+// wan decodes the wan mapping at key path path into w.
+func (p *parser) wan(n *yaml.Node, path string, w *WAN) {
+	p.mapping(n, path, []string{"mtu", "rate", "delay", "jitter", "loss", "links", "emulator"}, func(key, kp string, v *yaml.Node) {
+		switch key {
+		case "mtu":
+			if x, ok := p.top(KindInt, v, kp); ok {
+				w.MTU = int(x.(int64))
+			}
+		case "rate":
+			if x, ok := p.top(KindRate, v, kp); ok {
+				w.RateBPS = x.(int64)
+			}
+		case "delay":
+			w.Delay = p.durations(v, kp)
+		case "jitter":
+			w.Jitter = p.durations(v, kp)
+		case "loss":
+			items := p.list(v, kp)
+			for j, e := range items {
+				if x, ok := p.percent(e, elemKey(kp, j, len(items))); ok {
+					w.LossPercent = append(w.LossPercent, x)
+				}
+			}
+		case "emulator":
+			if x, ok := p.value(KindString, v, kp); ok {
+				w.Emulator = x.(string)
+			}
+		case "links":
+			for i, e := range p.seq(v, kp) {
+				ip := index(kp, i)
+				var l WANLink
+				p.mapping(e, ip, []string{"between", "delay", "jitter", "loss", "rate"}, func(key, kp string, v *yaml.Node) {
+					switch key {
+					case "between":
+						items := p.seq(v, kp)
+						if len(items) != 2 {
+							p.errorf(v, kp, "want two site names, got %d", len(items))
+							return
+						}
+						for j, it := range items {
+							if x, ok := p.value(KindString, it, elemKey(kp, j, 2)); ok {
+								l.Between[j] = x.(string)
+							}
+						}
+					case "delay", "jitter":
+						if x, ok := p.value(KindDuration, v, kp); ok {
+							if x.(time.Duration) < 0 {
+								p.errorf(v, kp, "must be ≥ 0s, got %v", x)
+							} else if key == "delay" {
+								l.Delay = x.(time.Duration)
+							} else {
+								l.Jitter = x.(time.Duration)
+							}
+						}
+					case "loss":
+						if x, ok := p.percent(v, kp); ok {
+							l.LossPercent = x
+						}
+					case "rate":
+						if x, ok := p.top(KindRate, v, kp); ok {
+							l.RateBPS = x.(int64)
+						}
+					}
+				})
+				w.Links = append(w.Links, l)
+			}
+		}
+	})
+}
+
+// list returns the items of a list at n, or n itself when it is a scalar.
+func (p *parser) list(n *yaml.Node, path string) []*yaml.Node {
+	if d := deref(n); d.Kind == yaml.SequenceNode {
+		if len(d.Content) == 0 {
+			p.errorf(n, path, "empty list")
+		}
+		return d.Content
+	}
+	return []*yaml.Node{n}
+}
+
+// durations decodes a duration ≥ 0 or a list of them at key path path.
+func (p *parser) durations(n *yaml.Node, path string) []time.Duration {
+	items := p.list(n, path)
+	var out []time.Duration
+	for j, e := range items {
+		ek := elemKey(path, j, len(items))
+		p.lines[ek] = e.Line
+		if x, ok := p.value(KindDuration, e, ek); ok {
+			if d := x.(time.Duration); d < 0 {
+				p.errorf(e, ek, "must be ≥ 0s, got %v", d)
+			} else if slices.Contains(out, d) {
+				p.errorf(e, ek, "duplicate value %v", d)
+			} else {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+// percent decodes a percentage, 0 ≤ x < 100: a number or "N%".
+func (p *parser) percent(n *yaml.Node, path string) (float64, bool) {
+	d := deref(n)
+	p.lines[path] = n.Line
+	v := strings.TrimSuffix(strings.TrimSpace(d.Value), "%")
+	x, err := strconv.ParseFloat(v, 64)
+	if d.Kind != yaml.ScalarNode || err != nil {
+		p.errorf(n, path, "want a percentage (1%% or 1), got %s", describe(d))
+		return 0, false
+	}
+	if !(x >= 0 && x < 100) {
+		p.errorf(n, path, "want 0%% ≤ loss < 100%%, got %v%%", x)
+		return 0, false
+	}
+	return x, true
 }
 
 // floats decodes a number or a list of numbers at key path path; a value

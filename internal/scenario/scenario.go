@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
 )
 
 // maxPoints bounds the matrix of one workload entry.
@@ -197,6 +198,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 	if !slices.Contains(Topologies, s.Topology) {
 		add("topology", "", "must be one of %s, got %q", strings.Join(Topologies, ", "), s.Topology)
 	}
+	ps = append(ps, s.wanProblems()...)
 	slices.SortFunc(ps, func(a, b problem) int { return strings.Compare(a.subject, b.subject) })
 
 	ndp := len(ps)
@@ -257,7 +259,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		} else {
 			ps = append(ps, checkParams(path, fields, w.Params, true)...)
 		}
-		if len(ps) == n && min(matrixSize(w)*s.limitPointCount(), maxPoints+1) > maxPoints {
+		if len(ps) == n && min(matrixSize(w)*s.limitPointCount()*len(s.wanPoints()), maxPoints+1) > maxPoints {
 			add(path, "", "matrix has more than %d points", maxPoints)
 		}
 		clean = clean && len(ps) == n
@@ -463,6 +465,88 @@ func (s *Scenario) describeComponents(cl ComponentLister) string {
 	return strings.Join(parts, "; ")
 }
 
+// wanProblems checks the wan keys that need an emulator.
+func (s *Scenario) wanProblems() []problem {
+	var ps []problem
+	add := func(subject, format string, args ...any) {
+		ps = append(ps, problem{subject: subject, msg: fmt.Sprintf(format, args...)})
+	}
+	w := s.WAN
+	if e := w.Emulator; e != "" && e != WANEmulatorAuto && e != WANEmulatorNetem && e != WANEmulatorUserspace {
+		add("wan.emulator", "must be %s, %s or %s, got %q", WANEmulatorAuto, WANEmulatorNetem, WANEmulatorUserspace, e)
+	}
+	if s.IsKube() {
+		if w.Emulated() {
+			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")
+		}
+		return ps
+	}
+	var names []string
+	for i := range s.Sites {
+		names = append(names, testbed.SiteName(i))
+	}
+	seen := map[[2]string]int{}
+	for i, l := range w.Links {
+		kp := index("wan.links", i)
+		for j, n := range l.Between {
+			if !slices.Contains(names, n) {
+				add(elemKey(kp+".between", j, 2), "%q is not a site (sites: %s)", n, strings.Join(names, ", "))
+			}
+		}
+		if l.Between[0] == l.Between[1] {
+			add(kp+".between", "names %s twice: a link joins two sites", l.Between[0])
+		}
+		key := l.Between
+		if key[0] > key[1] {
+			key[0], key[1] = key[1], key[0]
+		}
+		if first, dup := seen[key]; dup {
+			add(kp+".between", "%s and %s are already linked by wan.links[%d]", key[0], key[1], first)
+		}
+		seen[key] = i
+	}
+	return ps
+}
+
+// wanPoints expands the wan's sweeps (delay, jitter, loss) into the cross
+// product of their lists, as parameters results.WANDelayParam, ...; without
+// them it is one empty set.
+func (s *Scenario) wanPoints() []results.Params {
+	pts := []results.Params{{}}
+	if len(s.WAN.Delay) > 0 {
+		pts = cross(pts, paramList(results.WANDelayParam, s.WAN.Delay, func(d time.Duration) any { return d.String() }))
+	}
+	if len(s.WAN.Jitter) > 0 {
+		pts = cross(pts, paramList(results.WANJitterParam, s.WAN.Jitter, func(d time.Duration) any { return d.String() }))
+	}
+	if len(s.WAN.LossPercent) > 0 {
+		pts = cross(pts, paramList(results.WANLossParam, s.WAN.LossPercent, func(x float64) any { return x }))
+	}
+	return pts
+}
+
+// paramList is one parameter's values as parameter sets.
+func paramList[T any](name string, vs []T, conv func(T) any) []results.Params {
+	out := make([]results.Params, len(vs))
+	for i, v := range vs {
+		out[i] = results.Params{name: conv(v)}
+	}
+	return out
+}
+
+// cross is every union of a set of a with a set of b, a's varying slowest.
+func cross(a, b []results.Params) []results.Params {
+	out := make([]results.Params, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			q := maps.Clone(x)
+			maps.Copy(q, y)
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // limitPointCount is how many points the limits add to each workload
 // point (the product of their list lengths), saturating at maxPoints+1.
 func (s *Scenario) limitPointCount() int {
@@ -615,7 +699,7 @@ func (s *Scenario) PointsOf(label string) []Point {
 }
 
 func (s *Scenario) points(label string) []Point {
-	lims := s.limitPoints(label)
+	lims := cross(s.limitPoints(label), s.wanPoints())
 	var pts []Point
 	for _, w := range s.Workloads {
 		for _, pt := range w.points() {

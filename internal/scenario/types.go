@@ -144,6 +144,47 @@ type WAN struct {
 	// RateBPS shapes each site's underlay link with tbf to this many bits/s
 	// in each direction; 0 means unshaped. Written as `rate: 1gbit` in files.
 	RateBPS int64 `json:"rate_bps"`
+	// Delay is the one-way delay of every link between two sites; a list
+	// sweeps it (each value is a point of the matrix, parameter
+	// results.WANDelayParam). Empty means none.
+	Delay []time.Duration `json:"delay,omitempty"`
+	// Jitter spreads each packet's delay uniformly over delay±jitter; a
+	// list sweeps it (results.WANJitterParam).
+	Jitter []time.Duration `json:"jitter,omitempty"`
+	// LossPercent drops this percentage of packets on every link; a list
+	// sweeps it (results.WANLossParam). Written `loss: 1%` or `loss: 1`.
+	LossPercent []float64 `json:"loss_percent,omitempty"`
+	// Links override delay, jitter, loss and rate between two sites.
+	Links []WANLink `json:"links,omitempty"`
+	// Emulator is auto (the default: netem where the kernel has it and the
+	// links are uniform, else userspace), netem or userspace.
+	Emulator string `json:"emulator,omitempty"`
+}
+
+// WAN emulators.
+const (
+	WANEmulatorAuto      = "auto"
+	WANEmulatorNetem     = "netem"
+	WANEmulatorUserspace = "userspace"
+)
+
+// Emulated tells whether the WAN needs an emulator: delay, jitter, loss or
+// per-pair links (a rate alone is tbf's).
+func (w WAN) Emulated() bool {
+	return len(w.Delay) > 0 || len(w.Jitter) > 0 || len(w.LossPercent) > 0 || len(w.Links) > 0
+}
+
+// WANLink is what one pair of sites' link does, in both directions,
+// instead of the scenario-wide values. A zero field keeps the
+// scenario-wide value (the trial's point of a sweep).
+type WANLink struct {
+	// Between names the two sites.
+	Between [2]string `json:"between"`
+	// Delay, Jitter, LossPercent and RateBPS as in WAN.
+	Delay       time.Duration `json:"delay,omitempty"`
+	Jitter      time.Duration `json:"jitter,omitempty"`
+	LossPercent float64       `json:"loss_percent,omitempty"`
+	RateBPS     int64         `json:"rate_bps,omitempty"`
 }
 
 // DefaultWattsPerCore is Energy.WattsPerCore when the file leaves it out.

@@ -134,3 +134,12 @@ type Testbed interface {
 	// the testbed created. It is safe to call more than once.
 	Close() error
 }
+
+// SiteName returns the name of the i-th (0-based) local site: a, b, ... z,
+// s26, s27, ...
+func SiteName(i int) string {
+	if i < 26 {
+		return string(rune('a' + i))
+	}
+	return "s" + strconv.Itoa(i)
+}

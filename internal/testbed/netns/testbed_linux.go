@@ -88,9 +88,11 @@ type Testbed struct {
 	ledger *testbed.Ledger
 	tmp    string
 	wan    *Site
-	sites  []*Site
-	nodes  []*Site // gateway topology: nodes[i] is behind sites[i]
-	extra  []*Site
+	// wanState is the WAN emulation ShapeWAN set.
+	wanState wanState
+	sites    []*Site
+	nodes    []*Site // gateway topology: nodes[i] is behind sites[i]
+	extra    []*Site
 
 	mu     sync.Mutex
 	procs  []*process
@@ -116,13 +118,8 @@ var _ testbed.Site = (*Site)(nil)
 // NamespaceName returns the name of the namespace of site in run.
 func NamespaceName(run, site string) string { return Prefix + run + "-" + site }
 
-// SiteName returns the name of the i-th site: a, b, ... z, s26, s27, ...
-func SiteName(i int) string {
-	if i < 26 {
-		return string(rune('a' + i))
-	}
-	return fmt.Sprintf("s%d", i)
-}
+// SiteName returns the name of the i-th site (testbed.SiteName).
+func SiteName(i int) string { return testbed.SiteName(i) }
 
 // UnderlayPrefix is the underlay address of site i (0-based), with its /24.
 func UnderlayPrefix(i int) netip.Prefix {
