@@ -192,8 +192,12 @@ func create(file, out string, ov scenario.Overrides, seed int64) (*results.RunDi
 	for _, g := range runner.Plan(s, seed) {
 		trials += len(g.Trials)
 	}
+	emu, err := runner.WANEmulator(s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wan: %w", err)
+	}
 	m := results.Manifest{
-		Run: run, Version: version.Version, Revision: version.Revision,
+		Run: run, WANEmulator: emu, Version: version.Version, Revision: version.Revision,
 		ScenarioFile: file, ScenarioSource: string(src), Overrides: ovj, Scenario: sj,
 		Seed: seed, Trials: trials, Host: hostInfo(), Start: time.Now().UTC(),
 	}

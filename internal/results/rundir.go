@@ -32,6 +32,9 @@ type Host struct {
 type Manifest struct {
 	// Run is the run's ID.
 	Run string `json:"run"`
+	// WANEmulator is what emulated the wan's delay, jitter and loss:
+	// "netem" or "userspace"; empty when the scenario sets none.
+	WANEmulator string `json:"wan_emulator,omitempty"`
 	// Version and Revision of spanperf.
 	Version  string `json:"version"`
 	Revision string `json:"revision"`

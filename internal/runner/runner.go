@@ -154,9 +154,15 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
-		rec := cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
-			return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, client, server, target)
-		})
+		var rec results.Record
+		if werr := shapeWAN(ctx, s, tb, t.Point.Params); werr != nil {
+			rec = newRecord(o, t, time.Now())
+			rec.End, rec.Error = time.Now(), werr.Error()
+		} else {
+			rec = cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
+				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, client, server, target)
+			})
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

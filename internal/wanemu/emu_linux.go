@@ -157,7 +157,7 @@ func New(spec Spec) (_ *Emulator, err error) {
 	}
 	e := &Emulator{spec: spec, wake: make(chan struct{}, 1), closing: make(chan struct{}), late: make([]float32, 0, lateRing)}
 	for i, r := range spec.Routes {
-		e.links = append(e.links, &link{spec: r.Link, rng: rand.New(rand.NewPCG(spec.Seed, uint64(i)))})
+		e.links = append(e.links, &link{spec: r.Link, rng: newRand(spec.Seed + uint64(i))})
 	}
 	defer func() {
 		if err != nil {

@@ -247,4 +247,3 @@ func TestRateDelayKnownAnswer(t *testing.T) {
 		t.Errorf("goodput %.1f Mbit/s exceeds the 100 Mbit/s link", got/1e6)
 	}
 }
-

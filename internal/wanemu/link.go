@@ -136,3 +136,6 @@ func (k *link) admit(now time.Time, wire int64, segs int) (time.Time, verdict) {
 	}
 	return out.Add(d), pass
 }
+
+// newRand is a link's random source.
+func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5350414e)) }
