@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,33 +220,36 @@ func runStream(spec ClientSpec) (*Result, error) {
 	}
 	// Throughput counts bytes the receiver acknowledged (tcpi_bytes_acked),
 	// so data still queued in the sender's buffers is never counted.
-	acked := func() (bytes, retrans uint64) {
+	acked := func() (bytes, retrans, segs uint64) {
 		for _, c := range conns {
 			if ti, err := c.tcpInfo(); err == nil {
 				bytes += ti.Bytes_acked
 				retrans += uint64(ti.Total_retrans)
+				segs += uint64(ti.Data_segs_out)
 			}
 		}
 		return
 	}
 	var series []float64
-	var b0, r0, prevB uint64
+	var b0, r0, s0, prevB uint64
 	var cpu0 float64
 	prevT := time.Now()
-	var b1, r1 uint64
+	var b1, r1, s1 uint64
 	var cpu1 float64
 	elapsed := ck.run(spec, func(i int) {
-		b, r := acked()
+		b, r, sg := acked()
 		now := time.Now()
 		if i < 0 {
-			b0, r0, cpu0 = b, r, cpuSeconds()
+			b0, r0, s0, cpu0 = b, r, sg, cpuSeconds()
 		} else {
 			series = append(series, float64(b-prevB)*8/now.Sub(prevT).Seconds())
-			b1, r1, cpu1 = b, r, cpuSeconds()
+			b1, r1, s1, cpu1 = b, r, sg, cpuSeconds()
 		}
 		prevB, prevT = b, now
 	})
+	sndbuf := 0
 	for _, c := range conns {
+		sndbuf = max(sndbuf, c.sendBuffer())
 		c.shutdownWrite()
 	}
 	wg.Wait()
@@ -252,11 +258,14 @@ func runStream(spec ClientSpec) (*Result, error) {
 	}
 	return &Result{
 		Metrics: map[string]float64{
-			results.ThroughputBPS: float64(b1-b0) * 8 / elapsed.Seconds(),
-			results.Retransmits:   float64(r1 - r0),
-			"cpu_seconds_client":  cpu1 - cpu0,
-			"bytes":               float64(b1 - b0),
-			"duration_s":          elapsed.Seconds(),
+			results.SendBufferBytes: float64(sndbuf),
+			results.TCPRmemMaxBytes: tcpRmemMax(),
+			results.ThroughputBPS:   float64(b1-b0) * 8 / elapsed.Seconds(),
+			results.Retransmits:     float64(r1 - r0),
+			results.RetransmitRate:  float64(r1-r0) / max(float64(s1-s0), 1),
+			"cpu_seconds_client":    cpu1 - cpu0,
+			"bytes":                 float64(b1 - b0),
+			"duration_s":            elapsed.Seconds(),
 		},
 		Series: map[string]results.Series{results.ThroughputBPS: {Interval: interval(spec), Values: series}},
 	}, nil
@@ -488,4 +497,19 @@ func pacedMetrics(m map[string]float64, rateName string, target float64, lag *hd
 func latencyMetrics(h *hdrhistogram.Histogram) (m map[string]float64, missing map[string]string) {
 	m = results.LatencyMetrics(h)
 	return m, results.DropThinTails(m, nil)
+}
+
+// tcpRmemMax is the most a receive buffer autotunes to in this network
+// namespace (the third field of net.ipv4.tcp_rmem); 0 if unreadable.
+func tcpRmemMax() float64 {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_rmem")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[2], 64)
+	return v
 }

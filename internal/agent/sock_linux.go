@@ -204,6 +204,13 @@ func (c *rawConn) tcpInfo() (*unix.TCPInfo, error) {
 	return unix.GetsockoptTCPInfo(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 }
 
+// sendBuffer is the socket's send buffer as the kernel has sized it
+// (SO_SNDBUF: autotuned unless set), in bytes.
+func (c *rawConn) sendBuffer() int {
+	n, _ := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	return n
+}
+
 func (c *rawConn) shutdownWrite() { unix.Shutdown(c.fd, unix.SHUT_WR) }
 
 func (c *rawConn) close() error {

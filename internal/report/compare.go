@@ -45,7 +45,7 @@ const (
 // MetricDirection says which way a metric, named as in package results,
 // improves: higher for _bps, _per_s, _per_core and sustained; lower for
 // latency_…, rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte,
-// cpu_us_per_transaction, errors, timeouts and retransmits; neutral for
+// cpu_us_per_transaction, errors, timeouts, retransmits and retransmit_rate; neutral for
 // everything else, among them raw CPU and energy, and the offered rate of a
 // paced workload (target_rate, offered_per_s), which is an input. A
 // component suffix ("{name}") is ignored.
@@ -56,7 +56,7 @@ func MetricDirection(metric string) Direction {
 	switch metric {
 	case results.Sustained:
 		return HigherIsBetter
-	case results.Errors, results.Timeouts, results.Retransmits, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
+	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
 		return LowerIsBetter
 	case results.TargetRate, results.OfferedPerS:
 		return Neutral

@@ -24,6 +24,16 @@ const (
 	LatencyMean       = "latency_mean_s"
 	Retransmits       = "retransmits"
 	CPUCoresGenerator = "cpu_cores_generator"
+	// RetransmitRate is the stream's retransmitted data segments over the
+	// data segments it sent (tcpi_total_retrans / tcpi_data_segs_out).
+	RetransmitRate = "retransmit_rate"
+	// SendBufferBytes is the largest send buffer of a stream's
+	// connections at the end of its window (SO_SNDBUF as autotuned), and
+	// TCPRmemMaxBytes the most a receive buffer autotunes to in the
+	// client's site (net.ipv4.tcp_rmem's maximum): the buffers a
+	// long-delay stream had.
+	SendBufferBytes = "send_buffer_bytes"
+	TCPRmemMaxBytes = "tcp_rmem_max_bytes"
 )
 
 // Latency sample rule and late requests (issue 10).
@@ -181,6 +191,14 @@ const (
 // scenario's limits key key (a component name or role) in Record.Params:
 // "limit.KEY.cpu", its value the limit in cores (float64).
 func CPULimitParam(key string) string { return "limit." + key + ".cpu" }
+
+// Parameters of the WAN a trial ran over, present when the scenario's wan
+// sets them: one-way delay and jitter (duration strings) and loss (percent).
+const (
+	WANDelayParam  = "wan.delay"
+	WANJitterParam = "wan.jitter"
+	WANLossParam   = "wan.loss_percent"
+)
 
 // ParseCPULimitParam returns the limits key of a parameter named by
 // CPULimitParam, and whether name is one.
