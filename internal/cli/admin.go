@@ -180,6 +180,19 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	line("testbed", "netns", base)
+	// The wan's delay, jitter and loss: netem where the kernel has it, the
+	// userspace emulator (a TUN device in the wan namespace) otherwise.
+	netem, tun := base, base
+	if base == nil {
+		if netem = netns.NetemSupported(); netem != nil {
+			netem = fmt.Errorf("%w: %w; wan delay, jitter and loss use the userspace emulator", datapath.ErrNotSupported, netem)
+		}
+		if _, err := os.Stat("/dev/net/tun"); err != nil {
+			tun = fmt.Errorf("the userspace emulator needs a TUN device: %w", err)
+		}
+	}
+	line("wan", netns.EmulatorNetem, netem)
+	line("wan", netns.EmulatorUserspace, tun)
 	for _, d := range plugins.Datapaths() {
 		var err error = base
 		if err == nil {
