@@ -130,3 +130,38 @@ warmup: 3s
 		t.Errorf("buffers (send %.0f, receive max %.0f) below the 1.25 MB bandwidth-delay product: the record cannot explain the rate", snd, rmem)
 	}
 }
+
+// TestWANJitterAndLinksKnownAnswer: three sites, the client in a and the
+// server in c. A per-pair link a–c with 5 ms ± 2 ms (uniform) and a link
+// a–b with 30 ms that this path never crosses: rr's p50 reads 10 ms above
+// native (the sum of two jitters is symmetric) and its p99 12.9 to 14.4 ms
+// (two uniforms of ±2 ms sum to a triangle whose 99th percentile is 3.43 ms
+// above its centre; the upper margin is scheduling noise, which only adds).
+func TestWANJitterAndLinksKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	recs, m := runWAN(t, `name: wan-links
+sites: 3
+datapaths: [native]
+wan:
+  links:
+    - {between: [a, c], delay: 5ms, jitter: 2ms}
+    - {between: [a, b], delay: 30ms}
+workloads:
+  - type: rr
+repetitions: 2
+duration: 3s
+warmup: 300ms
+`)
+	if m.WANEmulator != "userspace" {
+		t.Errorf("per-pair links ran on %q, want userspace", m.WANEmulator)
+	}
+	p50 := medianOf(t, recs, "", nil, results.LatencyP50)
+	p99 := medianOf(t, recs, "", nil, results.LatencyP99)
+	t.Logf("rr a→c: p50 %.3f ms, p99 %.3f ms", p50*1e3, p99*1e3)
+	if p50 < 0.0095 || p50 > 0.0106 {
+		t.Errorf("p50 %.3f ms, want 10 ms (+ native, tens of µs) ± 0.5 ms", p50*1e3)
+	}
+	if p99 < 0.0129 || p99 > 0.0144 {
+		t.Errorf("p99 %.3f ms, want 12.9 to 14.4 ms: the jitter is not ±2 ms uniform each way", p99*1e3)
+	}
+}
