@@ -58,6 +58,7 @@ bench: build
 	@scripts/deps.sh bench
 	bench/generators.sh
 	bench/http.sh
+	bench/wan.sh
 
 clean:
 	rm -rf bin
