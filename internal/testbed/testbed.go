@@ -39,6 +39,9 @@ type Command struct {
 	Args []string
 	// Env is added to the controller's environment.
 	Env []string
+	// Stdin, when set, is the process's standard input (local sites only:
+	// a pod site refuses it).
+	Stdin io.Reader
 	// Stdout receives the process's standard output; nil discards it.
 	Stdout io.Writer
 	// Stderr receives standard error; nil keeps the last lines for errors

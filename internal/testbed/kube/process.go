@@ -43,6 +43,9 @@ func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, 
 	if !cmd.Agent {
 		return nil, fmt.Errorf("site %s is a pod: it runs only the spanperf agent, not %s", s.Name(), cmd.Path)
 	}
+	if cmd.Stdin != nil {
+		return nil, fmt.Errorf("site %s is a pod: %s cannot be given standard input", s.Name(), cmd.Name)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -493,7 +493,7 @@ func (s *Site) Exec(ctx context.Context, c testbed.Command) (testbed.Process, er
 	}
 	cmd := exec.Command(path, c.Args...)
 	cmd.Env = append(os.Environ(), c.Env...)
-	cmd.Stdout = c.Stdout
+	cmd.Stdin, cmd.Stdout = c.Stdin, c.Stdout
 	p := &process{cmd: cmd, name: c.Name + "@" + s.name, done: make(chan struct{})}
 	if c.Stderr != nil {
 		cmd.Stderr = c.Stderr
