@@ -20,6 +20,7 @@ import (
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
 //	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
+//	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
 //	wanemu --route FROM>TO:delay=D,jitter=J,loss=P,rate=BPS ...   the userspace WAN emulator (package wanemu)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
@@ -30,7 +31,7 @@ import (
 // exec: ending an exec stream does not end the remote process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|wanemu [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|wanemu|firstup [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -40,6 +41,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return burnMain(args[1:], stderr)
 	case "wanemu":
 		return wanemuMain(args[1:], stdout, stderr)
+	case "firstup":
+		return firstupMain(args[1:], os.Stdin, stdout, stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "signal":
