@@ -50,6 +50,7 @@ func Workloads() []workload.Info {
 		workload.WrkInfo(),
 		workload.H2loadInfo(),
 		workload.PgbenchInfo(),
+		workload.TunnelUpInfo(),
 	}
 }
 

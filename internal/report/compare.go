@@ -45,7 +45,8 @@ const (
 // MetricDirection says which way a metric, named as in package results,
 // improves: higher for _bps, _per_s, _per_core and sustained; lower for
 // latency_…, rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte,
-// cpu_us_per_transaction, errors, timeouts, retransmits and retransmit_rate; neutral for
+// cpu_us_per_transaction, errors, timeouts, retransmits, retransmit_rate and
+// the setup, tunnel-up and teardown times; neutral for
 // everything else, among them raw CPU and energy, and the offered rate of a
 // paced workload (target_rate, offered_per_s), which is an input. A
 // component suffix ("{name}") is ignored.
@@ -56,7 +57,8 @@ func MetricDirection(metric string) Direction {
 	switch metric {
 	case results.Sustained:
 		return HigherIsBetter
-	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
+	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate,
+		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
 		return LowerIsBetter
 	case results.TargetRate, results.OfferedPerS:
 		return Neutral

@@ -192,6 +192,17 @@ const (
 // "limit.KEY.cpu", its value the limit in cores (float64).
 func CPULimitParam(key string) string { return "limit." + key + ".cpu" }
 
+// Metrics of tunnel-up, in seconds: how long the datapath's setup took
+// (until it returned), how long from its start until the first transaction
+// through it succeeded, and how long its teardown took; and how many
+// connection attempts the probe started.
+const (
+	SetupSeconds    = "setup_s"
+	TunnelUpSeconds = "tunnel_up_s"
+	TeardownSeconds = "teardown_s"
+	ProbeAttempts   = "probe_attempts"
+)
+
 // Parameters of the WAN a trial ran over, present when the scenario's wan
 // sets them: one-way delay and jitter (duration strings) and loss (percent).
 const (

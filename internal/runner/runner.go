@@ -124,6 +124,23 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		return fail(fmt.Errorf("testbed: %w", err))
 	}
 	defer func() { err = errors.Join(err, tb.Close()) }()
+	// Trials that time the datapath's setup build their own, before the
+	// group's is built.
+	timed, todo := setupTimed(todo)
+	for _, t := range timed {
+		p.begin(t)
+		rec := runSetupTimed(ctx, o, t, tb, g.Datapath.Name, dp)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := o.Dir.Append(rec); err != nil {
+			return err
+		}
+		p.done(t, rec.Error)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
 	link, err := datapath.Build(ctx, g.Datapath.Name, dp, tb)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -188,12 +205,21 @@ func TestbedSpec(s *scenario.Scenario, id string) netns.Spec {
 func Endpoints(tb testbed.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target testbed.Target) {
 	sites := tb.Sites()
 	first, last := sites[0], sites[len(sites)-1]
-	if ltb, ok := tb.(*netns.Testbed); ok && ltb.Topology() == testbed.TopologyGateway {
-		local := ltb.LocalSites()
-		c, s := ltb.Node(local[0]), ltb.Node(local[len(local)-1])
-		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.Addr(), uint16(port)))
+	if c, s, ok := gatewayEnds(tb); ok {
+		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.(*netns.Site).Addr(), uint16(port)))
 	}
 	return first, last, link.Target(first, last, port)
+}
+
+// gatewayEnds returns the node namespaces behind the first and last sites
+// of a local testbed in the gateway topology, where workloads run.
+func gatewayEnds(tb testbed.Testbed) (client, server testbed.Site, ok bool) {
+	ltb, isLocal := tb.(*netns.Testbed)
+	if !isLocal || ltb.Topology() != testbed.TopologyGateway {
+		return nil, nil, false
+	}
+	local := ltb.LocalSites()
+	return ltb.Node(local[0]), ltb.Node(local[len(local)-1]), true
 }
 
 func newRecord(o Options, t Trial, start time.Time) results.Record {

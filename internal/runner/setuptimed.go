@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/workload"
+)
+
+// setupTimed splits trials into those whose workload times a datapath's
+// setup itself (workload.SetupTimer) and the rest.
+func setupTimed(trials []Trial) (timed, rest []Trial) {
+	for _, t := range trials {
+		if info, ok := plugins.Workload(t.Point.Workload); ok {
+			if _, ok := info.New().(workload.SetupTimer); ok {
+				timed = append(timed, t)
+				continue
+			}
+		}
+		rest = append(rest, t)
+	}
+	return timed, rest
+}
+
+// setupTimeSlack bounds a setup-timed trial beyond its probe timeout: the
+// datapath's setup and teardown.
+const setupTimeSlack = 3 * time.Minute
+
+// runSetupTimed runs trial t of a SetupTimer workload: the trial sets up
+// datapath dp (named name) on tb itself, times it, and takes it down.
+func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, name string, dp datapath.Datapath) results.Record {
+	rec := newRecord(o, t, time.Now())
+	defer func() { rec.End = time.Now() }()
+	info, _ := plugins.Workload(t.Point.Workload)
+	st := info.New().(workload.SetupTimer)
+	sites := tb.Sites()
+	client, server := sites[0], sites[len(sites)-1]
+	env := workload.SetupEnv{
+		Env: workload.Env{Client: client, Server: server, Port: agent.DefaultPort, Params: t.Point.Params,
+			Duration: o.Scenario.Duration, Warmup: o.Scenario.Warmup, MkdirTemp: tb.Ledger().MkdirTemp},
+		Build: func(ctx context.Context) (testbed.Target, func(context.Context) error, error) {
+			link, err := datapath.Build(ctx, name, dp, tb)
+			if err != nil {
+				return testbed.Target{}, nil, err
+			}
+			rec.Components = link.Components
+			_, _, target := Endpoints(tb, link, agent.DefaultPort)
+			return target, link.Close, nil
+		},
+	}
+	if c, s, ok := gatewayEnds(tb); ok {
+		env.Client, env.Server = c, s
+	}
+	limit := setupTimeSlack
+	if d, err := time.ParseDuration(fmt.Sprint(t.Point.Params["timeout"])); err == nil {
+		limit += d
+	}
+	tctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	res, err := st.TimeSetup(tctx, env)
+	if err != nil {
+		rec.Error = err.Error()
+		return rec
+	}
+	rec.Metrics = res.Metrics
+	return rec
+}
