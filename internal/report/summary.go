@@ -46,6 +46,8 @@ var headlineMetrics = map[string][]string{
 	"crr":    {results.ConnectionsPerS, results.LatencyP50, results.LatencyP99},
 	// The rate found, and the latency at it.
 	"rate-sweep": {"max_sustained_requests_per_s", results.LatencyP99},
+	// A datapath's life: setup, first transaction, teardown.
+	"tunnel-up": {results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds},
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of
