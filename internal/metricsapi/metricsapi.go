@@ -38,8 +38,8 @@ var ErrNotServed = errors.New("no metrics API: install metrics-server or set pro
 var ErrNoWindow = errors.New("no metrics API reading's window lies inside the measured window")
 
 // Served returns nil when the cluster d discovers serves GroupVersion,
-// ErrNotServed (wrapped, with the context's name) when it does not, and
-// the discovery error otherwise.
+// ErrNotServed (wrapped, naming the context) when it does not or when its
+// APIService does not answer, and the discovery error otherwise.
 func Served(d discovery.DiscoveryInterface, context string) error {
 	_, err := d.ServerResourcesForGroupVersion(GroupVersion)
 	switch {
@@ -47,8 +47,10 @@ func Served(d discovery.DiscoveryInterface, context string) error {
 		return nil
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("context %s: %w", context, ErrNotServed)
+	case apierrors.IsServiceUnavailable(err):
+		// The APIService is registered, but its server does not answer.
+		return fmt.Errorf("context %s: %w (the APIService v1beta1.metrics.k8s.io is not available: %v)", context, ErrNotServed, err)
 	default:
-		// An APIService registered but not available answers 503.
 		return fmt.Errorf("context %s: discover %s: %w", context, GroupVersion, err)
 	}
 }
@@ -166,13 +168,16 @@ func FigureOf(samples []Sample, start, end time.Time) (Figure, error) {
 		sum += s.Cores * s.Window.Seconds()
 	}
 	if f.Samples == 0 {
+		// The distinct readings, the last few (those nearest the window).
 		var got []string
 		for _, s := range samples {
-			if len(got) == 4 {
-				got = append(got, "…")
-				break
+			r := fmt.Sprintf("%s+%v", s.Start().UTC().Format("15:04:05.0"), s.Window.Round(100*time.Millisecond))
+			if s.Window > 0 && !slices.Contains(got, r) {
+				got = append(got, r)
 			}
-			got = append(got, fmt.Sprintf("%s+%v", s.Start().UTC().Format("15:04:05.0"), s.Window.Round(100*time.Millisecond)))
+		}
+		if len(got) > 4 {
+			got = append([]string{"…"}, got[len(got)-4:]...)
 		}
 		if len(got) == 0 {
 			got = []string{"none"}
