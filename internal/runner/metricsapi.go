@@ -138,7 +138,11 @@ func (mr *metricsAPIRun) stop(ctx context.Context, pods []results.Component, sta
 			continue
 		}
 		f.cores[key] = fig.Cores
-		used = append(used, fmt.Sprintf("%s %d readings covering %.1f of %.1f s", c.Name, fig.Samples, fig.Covered.Seconds(), end.Sub(start).Seconds()))
+		n := "readings"
+		if fig.Samples == 1 {
+			n = "reading"
+		}
+		used = append(used, fmt.Sprintf("%s %d %s covering %.1f of %.1f s", c.Name, fig.Samples, n, fig.Covered.Seconds(), end.Sub(start).Seconds()))
 	}
 	if len(used) > 0 {
 		f.source = "component CPU from the metrics API (metrics.k8s.io, rates over metrics-server's windows inside the measured window): " + strings.Join(used, "; ")
