@@ -9,9 +9,11 @@ import (
 
 	"github.com/spanperf/spanperf/internal/metricsapi"
 	"github.com/spanperf/spanperf/internal/metricsapi/metricsapitest"
+	"github.com/spanperf/spanperf/internal/testbed/kube"
+	"github.com/spanperf/spanperf/internal/testbed/kube/kubetest"
 )
 
-// Known answer, on the real cluster with metrics-server: a pod of the
+// Known answer, on each real cluster with metrics-server: a pod of the
 // test's own burns 0.3 cores (`agent burn`) beside an idle container.
 // Once the metrics API has a reading of the burn alone, readings taken
 // every 2 s through a 30 s measured window give the burn container
@@ -21,7 +23,15 @@ import (
 // figure is missing (ErrNoWindow), not made up.
 func TestKnownBurn(t *testing.T) {
 	env, cs := metricsapitest.Served(t)
-	c := cs[0]
+	for _, c := range cs {
+		t.Run(c.Context, func(t *testing.T) {
+			t.Parallel()
+			knownBurn(t, env, c)
+		})
+	}
+}
+
+func knownBurn(t *testing.T, env kubetest.Env, c *kube.Clients) {
 	const cores = 0.3
 	burn := metricsapitest.Burn(t, c, env.Image, cores)
 	whole := metricsapi.Pod{Namespace: burn.Namespace, Name: burn.Name}
