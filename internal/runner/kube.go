@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,8 +77,10 @@ func newKubeTestbed(ctx context.Context, s *scenario.Scenario, id string, dp dat
 // [start, end): the machine the controller runs on is not the nodes, so
 // its own probe would measure the wrong CPU. With prometheus: URL, each
 // pod component's CPU (and Kepler's energy) comes from Prometheus;
-// node-level figures (busy, softirq, path) come only from the node probe.
-func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, start, end time.Time) *probed {
+// without, from the metrics API's readings mr took during the window (nil:
+// none taken); node-level figures (busy, softirq, path) come only from the
+// node probe.
+func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Component, start, end time.Time, mr *metricsAPIRun) *probed {
 	pd := &probed{comps: comps, s: s, res: probe.Result{Metrics: map[string]float64{}, Missing: map[string]string{}, Start: start, End: end}}
 	m, miss := pd.res.Metrics, pd.res.Missing
 	nodeWhy := "not measured: probe: none on Kubernetes sites (probe: node runs the node probe)"
@@ -86,6 +89,7 @@ func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Compo
 	}
 	if start.IsZero() || !end.After(start) {
 		pd.err = errNoWindow
+		mr.stop(ctx, nil, start, end)
 		return pd
 	}
 	var pods []results.Component
@@ -94,12 +98,28 @@ func kubeProbed(ctx context.Context, s *scenario.Scenario, comps []results.Compo
 			pods = append(pods, c)
 		}
 	}
-	if len(pods) == 0 || s.Kube.Prometheus == "" {
-		why := "not measured: no prometheus: URL and probe: none"
-		if len(pods) == 0 {
-			why = "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
-		}
+	if len(pods) == 0 {
+		why := "not measured: the datapath has no pods (the kernel's work shows only in the node probe's figures)"
 		miss[results.CPUCoresDatapath], miss[results.EnergyJoules] = why, why
+		mr.stop(ctx, nil, start, end)
+		return pd
+	}
+	if s.Kube.Prometheus == "" {
+		f := mr.stop(ctx, pods, start, end)
+		maps.Copy(m, f.cores)
+		maps.Copy(miss, f.missing)
+		if len(f.missing) == 0 {
+			m[results.CPUCoresDatapath] = 0
+			for _, v := range f.cores {
+				m[results.CPUCoresDatapath] += v
+			}
+		} else {
+			miss[results.CPUCoresDatapath] = "metrics API: a component's CPU is missing"
+		}
+		miss[results.EnergyJoules] = "not measured: the metrics API has no energy (prometheus: with Kepler has)"
+		if f.source != "" {
+			pd.warnings = append(pd.warnings, f.source)
+		}
 		return pd
 	}
 	pc := &prom.Client{URL: s.Kube.Prometheus}

@@ -43,7 +43,7 @@ func TestPodsProbedFromPrometheus(t *testing.T) {
 		{Name: "gateway@east", Role: "gateway", Namespace: "gw", Pod: "gw-0", Container: "gateway"},
 		{Name: "kernel", Role: "kernel"},
 	}
-	pd := kubeProbed(context.Background(), s, comps, start, end)
+	pd := kubeProbed(context.Background(), s, comps, start, end, nil)
 	rec := results.Record{Metrics: map[string]float64{}}
 	pd.addTo(&rec)
 	for name, want := range map[string]float64{
@@ -62,7 +62,7 @@ func TestPodsProbedFromPrometheus(t *testing.T) {
 		}
 	}
 	// A pod Prometheus has no series of: missing, naming it; the sum too.
-	pd = kubeProbed(context.Background(), s, append(comps, results.Component{Name: "ztunnel@east", Namespace: "istio-system", Pod: "ztunnel-x"}), start, end)
+	pd = kubeProbed(context.Background(), s, append(comps, results.Component{Name: "ztunnel@east", Namespace: "istio-system", Pod: "ztunnel-x"}), start, end, nil)
 	rec = results.Record{Metrics: map[string]float64{}}
 	pd.addTo(&rec)
 	if why := rec.Missing[results.For(results.CPUCores, "ztunnel@east")]; !strings.Contains(why, "istio-system/ztunnel-x") {

@@ -158,6 +158,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	// Each datapath process in a cgroup of its own, for its CPU limit and
 	// usage; removed before the link and testbed go, on every path out.
 	var np *nodeProbes
+	var ma *metricsAPI
 	if ktb, ok := tb.(*kube.Testbed); ok && s.Kube.Probe == scenario.ProbeNode {
 		if np, err = startNodeProbes(ctx, ktb, s.Kube.Image); err != nil {
 			if ctx.Err() != nil {
@@ -165,6 +166,8 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			}
 			return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
 		}
+	} else if ok && s.Kube.Prometheus == "" {
+		ma = newMetricsAPI(ktb)
 	}
 	cgs := newComponentCgroups(tb.Ledger().Run(), tb.Ledger(), link.Components)
 	defer func() { err = errors.Join(err, cgs.Close()) }()
@@ -177,7 +180,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			rec.End, rec.Error = time.Now(), werr.Error()
 		} else {
 			rec = cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
-				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, client, server, target)
+				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target)
 			})
 		}
 		if ctx.Err() != nil {
@@ -241,8 +244,8 @@ const trialSlack = 30 * time.Second
 // and recorded in ledger.
 //
 // On Kubernetes sites, np (nil without probe: node) runs the node probes
-// over the window.
-func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, client, server testbed.Site, target testbed.Target) results.Record {
+// over the window; else ma (nil with prometheus:) reads the metrics API.
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, ma *metricsAPI, client, server testbed.Site, target testbed.Target) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -283,11 +286,14 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		var start time.Time
 		var length time.Duration
 		var pr *probeRun
+		var mr *metricsAPIRun
 		env.Measure = func(delay, l time.Duration) {
 			measure(delay, l)
 			start, length = time.Now().Add(delay), l
 			if np != nil {
 				pr = np.start(tctx, s, link.Components, delay, l)
+			} else if ma != nil {
+				mr = ma.start(tctx, link.Components)
 			}
 		}
 		res, err = w.Run(tctx, env)
@@ -298,7 +304,7 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		if pr != nil {
 			probed = pr.wait(s, link.Components)
 		} else {
-			probed = kubeProbed(ctx, s, link.Components, start, end)
+			probed = kubeProbed(ctx, s, link.Components, start, end, mr)
 		}
 	default:
 		res, probed, err = runProbed(tctx, s, link.Components, runNetns(client), func(probe workload.MeasureFunc) (*workload.Result, error) {
