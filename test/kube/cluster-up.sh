@@ -26,6 +26,9 @@ ip route add $POD_CIDR via $VETH_NS
 $X sysctl -qw net.ipv4.ip_forward=1
 # the pod bridge, made here so its address can be the node IP (kubelet refuses loopback)
 $X ip link add $BR type bridge; $X ip addr add $NODE_IP/20 dev $BR; $X ip link set $BR up
+# a fixed MAC: a bridge otherwise takes its lowest port's, which changes as pods come and go, and pods
+# keep sending to the old one until their neighbour entry expires (tens of seconds of lost packets)
+$X ip link set $BR address 02:00:c6:12:$(printf %02x $P3):01
 
 # CNI: bridge + host-local + portmap; no masquerade, so pod source addresses survive
 cat > "$D/net.d/10-spk$N.conflist" <<JSON

@@ -59,10 +59,11 @@ done
 for K in "$K1" "$K2"; do "$K" delete pod agent --wait=false >/dev/null; done
 export SPANPERF_KUBECONFIG=$STATE/c1/kubeconfig:$STATE/c2/kubeconfig SPANPERF_KUBE_CONTEXTS=spk1,spk2
 export SPANPERF_KUBE_IMAGE=$AGENT_IMAGE SPANPERF_KUBE_PAUSE_IMAGE=$PAUSE_IMAGE
-KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/... ./internal/datapath/kubedp/... ./internal/probe/nodeprobe/... 2>/dev/null | tr '\n' ' ')}
+KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/... ./internal/datapath/kubedp/... ./internal/probe/nodeprobe/... ./internal/metricsapi/... 2>/dev/null | tr '\n' ' ')}
 if [ -n "$KUBE_GO_TESTS" ]; then
   T=$(ts)
   (cd "$REPO" && go test -count=1 -p 1 -timeout 15m $KUBE_GO_TESTS)
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 5m -run 'TestPodsProbedFromMetricsAPI' ./internal/runner/)
   (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/cli/)
   echo "smoke: Go tests against the clusters passed in $(since $T) s"
 fi

@@ -52,5 +52,13 @@ out.append("current-context: spk1")
 open(f"{state}/kubeconfig", "w").write("\n".join(out) + "\n")
 PY
 chmod 600 "$STATE/kubeconfig"
+# metrics-server on both clusters, so the metrics API serves pods' CPU (METRICS_SERVER=0 skips it)
+T4=$(ts)
+if [ "${METRICS_SERVER:-1}" != 0 ]; then
+  "$HERE/metrics-server.sh" up 1 & ms1=$!
+  "$HERE/metrics-server.sh" up 2 || { wait $ms1; exit 1; }
+  wait $ms1
+fi
 echo "up: packages $(echo "$T1 - $T0" | bc | xargs printf '%.1f') s, kubernetes binaries $(echo "$T2 - $T1" | bc | xargs printf '%.1f') s," \
-     "images $(echo "$T3 - $T2" | bc | xargs printf '%.1f') s, clusters $(since $T3) s, total $(since $T0) s"
+     "images $(echo "$T3 - $T2" | bc | xargs printf '%.1f') s, clusters $(echo "$T4 - $T3" | bc | xargs printf '%.1f') s," \
+     "metrics-server $(since $T4) s, total $(since $T0) s"
