@@ -20,6 +20,7 @@ import (
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
 //	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
+//	relay --listen ADDR --to HOST:PORT   forward TCP connections in userspace until SIGTERM (a component to size)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
 //	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
@@ -29,7 +30,7 @@ import (
 // exec: ending an exec stream does not end the remote process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|relay [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -37,6 +38,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return nodeprobe.Main(args[1:], os.Stdin, stdout, stderr)
 	case "burn":
 		return burnMain(args[1:], stderr)
+	case "relay":
+		return relayMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "signal":
