@@ -125,6 +125,10 @@ type podSet struct {
 	serverOnly bool
 	// option is the option that overrides selector, named in errors.
 	option string
+	// site, when set, looks only in the cluster of the site of that name,
+	// and names the components kind (kind-i for several pods) rather than
+	// kind@SITE: the components a scenario names itself (k8s-custom).
+	site string
 }
 
 // listComponents finds the pods of sets in the clusters of sites and
@@ -137,7 +141,19 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 		if set.selector == "" {
 			continue
 		}
-		for _, s := range clusters(sites) {
+		in := clusters(sites)
+		if set.site != "" {
+			in = nil
+			for _, s := range sites {
+				if s.Name() == set.site {
+					in = []Site{s}
+				}
+			}
+			if len(in) == 0 {
+				return nil, fmt.Errorf("%s: %s: no site %q (sites: %s)", name, set.kind, set.site, siteNames(sites))
+			}
+		}
+		for _, s := range in {
 			if set.serverOnly && !sameCluster(s, server) {
 				continue
 			}
@@ -174,7 +190,12 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 			}
 			for i, p := range pods {
 				n := set.kind + "@" + s.Name()
-				if len(pods) > 1 {
+				switch {
+				case set.site != "" && len(pods) > 1:
+					n = fmt.Sprintf("%s-%d", set.kind, i)
+				case set.site != "":
+					n = set.kind
+				case len(pods) > 1:
 					n = fmt.Sprintf("%s-%d@%s", set.kind, i, s.Name())
 				}
 				out = append(out, podComponent(n, set.role, s, &p, set.container))
@@ -182,6 +203,15 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 		}
 	}
 	return out, nil
+}
+
+// siteNames lists the names of sites, for errors.
+func siteNames(sites []Site) string {
+	var out []string
+	for _, s := range sites {
+		out = append(out, s.Name())
+	}
+	return strings.Join(out, ", ")
 }
 
 // podComponent names container of pod p in site s as a component.
