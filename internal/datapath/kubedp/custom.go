@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
@@ -300,21 +301,14 @@ func (c *Custom) setup(ctx context.Context, sites []Site) (*datapath.Link, error
 	if err != nil {
 		return nil, err
 	}
-	link := &datapath.Link{
+	var fixed []results.Component
+	if len(c.Components) == 0 {
+		fixed = kernelOnly()
+	}
+	link := withRefresh(&datapath.Link{
 		Target: targetsTo(server, target),
 		Close:  func(context.Context) error { return nil },
-	}
-	link.Refresh = func(ctx context.Context) error {
-		comps := kernelOnly()
-		if len(c.Components) > 0 {
-			var err error
-			if comps, err = listComponents(ctx, CustomName, sites, c.podSets()); err != nil {
-				return err
-			}
-		}
-		link.Components, link.Alive = comps, alive(CustomName, sites, comps)
-		return nil
-	}
+	}, CustomName, sites, fixed, c.podSets())
 	if err := link.Refresh(ctx); err != nil {
 		return nil, err
 	}

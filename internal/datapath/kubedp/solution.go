@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
@@ -203,6 +204,23 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 		}
 	}
 	return out, nil
+}
+
+// withRefresh sets link.Refresh to find the pods of sets again (their
+// pods are new after a rollout), keeping fixed (the components not found
+// by a selector) first, and Alive to follow them; it returns link.
+func withRefresh(link *datapath.Link, name string, sites []Site, fixed []results.Component, sets []podSet) *datapath.Link {
+	fixed = slices.Clone(fixed)
+	link.Refresh = func(ctx context.Context) error {
+		found, err := listComponents(ctx, name, sites, sets)
+		if err != nil {
+			return err
+		}
+		comps := append(slices.Clone(fixed), found...)
+		link.Components, link.Alive = comps, alive(name, sites, comps)
+		return nil
+	}
+	return link
 }
 
 // siteNames lists the names of sites, for errors.
