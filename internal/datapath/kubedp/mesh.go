@@ -2,8 +2,8 @@ package kubedp
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
