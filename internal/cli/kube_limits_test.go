@@ -296,3 +296,40 @@ func TestKubeLimitsKillThenCleanKube(t *testing.T) {
 		t.Errorf("clean: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestKubeLimitsInterruptRestores: ^C (SIGINT) while the relay's
+// Deployment is patched stops the run with exit 130, and the run itself
+// restores the Deployment on its way out.
+func TestKubeLimitsInterruptRestores(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	f := newRelay(t, ctxs[1], image)
+	sc := f.scenario(t, ctxs, "[{type: rr}]", "30s")
+	cmd := exec.Command(bin, "run", "-f", sc, "--out", filepath.Join(t.TempDir(), "run"), "--image", image)
+	var e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &e, &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	bg, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextTimeout(bg, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := f.c.AppsV1().Deployments(f.ns).Get(ctx, relayName, metav1.GetOptions{})
+		return err == nil && d.Annotations[kpatch.AnnotationRun] != "", nil
+	})
+	if err != nil {
+		t.Fatalf("the run did not patch the relay in 2m:\n%s", e.String())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Errorf("exit %d (%v), want 130\n%s", code, err, e.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the run did not stop within 3 minutes of SIGINT:\n%s", e.String())
+	}
+	f.checkRestored(t)
+}
