@@ -114,3 +114,26 @@ func TestCustomPreflight(t *testing.T) {
 		t.Errorf("preflight without target: %v, want %v", err, errNoTarget)
 	}
 }
+
+// TestCustomPreflightReal: against the real API servers, a component
+// whose selector selects no pod is named with its context, namespace and
+// selector, and one that selects a running pod (a pause pod the test
+// makes in the server's cluster) passes.
+func TestCustomPreflightReal(t *testing.T) {
+	cs := clustersOf(t)
+	specs, clients := specsOf(cs)
+	west := clients[1].Context
+	pod := newRealSite(t, clients[1], "relay", podOpts{})
+	c := newAdapter(t, CustomName, customOpts("{server_node_ip}:18123")).(*Custom)
+	c.Components[0].Namespace, c.Components[0].Selector = pod.ns, "app=no-such-relay"
+	err := c.Preflight(testCtx(t, 30*time.Second), specs, clients)
+	want := "component relay: no running pod matches selector app=no-such-relay in namespace " + pod.ns + " of context " + west
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("preflight: %v, want %q", err, want)
+	}
+	t.Log(err)
+	c.Components[0].Selector = selectorString(pod.Selector())
+	if err := c.Preflight(testCtx(t, 30*time.Second), specs, clients); err != nil {
+		t.Errorf("preflight with a running pod: %v", err)
+	}
+}
