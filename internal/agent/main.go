@@ -22,6 +22,7 @@ import (
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
 //	wanemu --route FROM>TO:delay=D,jitter=J,loss=P,rate=BPS ...   the userspace WAN emulator (package wanemu)
+//	relay --listen ADDR --to HOST:PORT   forward TCP connections in userspace until SIGTERM (a component to size)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
 //	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
@@ -31,7 +32,7 @@ import (
 // exec: ending an exec stream does not end the remote process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|wanemu|firstup [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|wanemu|firstup|relay [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -43,6 +44,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return wanemuMain(args[1:], stdout, stderr)
 	case "firstup":
 		return firstupMain(args[1:], os.Stdin, stdout, stderr)
+	case "relay":
+		return relayMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "signal":

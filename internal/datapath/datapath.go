@@ -117,6 +117,11 @@ type Link struct {
 	// log lines. The runner calls it after each trial; an error fails the
 	// trial.
 	Alive func() error
+	// Refresh, when set, finds the components again after their pods were
+	// replaced (a rollout after sizing patched their Deployment): it
+	// updates Components and Alive in place. The runner calls it after
+	// each patch and restore, between trials.
+	Refresh func(ctx context.Context) error
 	// Close removes what Setup built. It is safe to call once; the testbed's
 	// own Close removes namespaces (and links in them) regardless.
 	Close func(context.Context) error
@@ -137,6 +142,10 @@ type Info struct {
 	// Link.Components will name them, so a scenario's limits can be checked
 	// at parse time. Nil means the kernel only.
 	Components func(opts map[string]any, sites int) []scenario.Component
+	// CheckOptions, when set, checks at parse time that the options make
+	// sense together (beyond each value's kind); errors that are
+	// scenario.FieldErrors name the key below the datapath entry.
+	CheckOptions func(opts map[string]any) error
 	// Kube marks an exposure adapter: the datapath exposes a server on
 	// Kubernetes sites (scenario sites with a context) and runs only on
 	// them; the others run only on local sites.

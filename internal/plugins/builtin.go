@@ -34,6 +34,7 @@ func Datapaths() []datapath.Info {
 		kubedp.IstioInfo(),
 		kubedp.CiliumInfo(),
 		kubedp.LinkerdInfo(),
+		kubedp.CustomInfo(),
 	}
 }
 

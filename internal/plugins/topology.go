@@ -53,3 +53,15 @@ func (Catalog) WorkloadPods(name string) bool {
 	w, ok := Workload(name)
 	return ok && w.Pods
 }
+
+var _ scenario.OptionsChecker = Catalog{}
+
+// CheckOptions implements scenario.OptionsChecker with the datapath's
+// datapath.Info.CheckOptions (nil when it has none).
+func (Catalog) CheckOptions(name string, opts map[string]any) error {
+	d, ok := Datapath(name)
+	if !ok || d.CheckOptions == nil {
+		return nil
+	}
+	return d.CheckOptions(opts)
+}

@@ -86,6 +86,16 @@ func (c *componentCgroups) Close() error {
 // or role it is; a name key wins over a role key. A key that names no
 // component, or only the kernel, is an error.
 func (c *componentCgroups) limits(params results.Params) (map[string]float64, error) {
+	return limitsOf(c.comps, params, "process", func(comp results.Component) bool { return comp.PID > 0 })
+}
+
+// limitsOf is the CPU limit, in cores, of each of comps that params
+// limits and that can be limited (limitable: a process, or a pod). A key
+// names the components whose name or role it is; a name key wins over a
+// role key. A key that names no component, or none that can be limited
+// (what: "process" or "pod"), is an error.
+func limitsOf(comps []results.Component, params results.Params, what string, limitable func(results.Component) bool) (map[string]float64, error) {
+	c := &componentCgroups{comps: comps}
 	byName := map[string]float64{}
 	byRole := map[string]float64{}
 	var errs []error
@@ -112,7 +122,7 @@ func (c *componentCgroups) limits(params results.Params) (map[string]float64, er
 				continue
 			}
 			matched++
-			if comp.PID > 0 {
+			if limitable(comp) {
 				withProcess++
 			}
 		}
@@ -120,13 +130,13 @@ func (c *componentCgroups) limits(params results.Params) (map[string]float64, er
 		case matched == 0:
 			errs = append(errs, fmt.Errorf("limits.%s: no component of this datapath has that name or role (components: %s)", key, c.describe()))
 		case withProcess == 0:
-			errs = append(errs, fmt.Errorf("limits.%s: names only kernel work, which has no process to limit", key))
+			errs = append(errs, fmt.Errorf("limits.%s: names only kernel work, which has no %s to limit", key, what))
 		}
 	}
 	out := byRole
 	maps.Copy(out, byName)
 	for _, comp := range c.comps {
-		if _, ok := out[comp.Name]; ok && comp.PID <= 0 {
+		if _, ok := out[comp.Name]; ok && !limitable(comp) {
 			delete(out, comp.Name)
 		}
 	}

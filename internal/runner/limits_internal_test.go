@@ -105,3 +105,26 @@ func TestRunTrialWithoutCgroups(t *testing.T) {
 		t.Error("missing metric recorded as a value")
 	}
 }
+
+// TestKubeLimitsMatchPods: on clusters a limit key names pod components
+// by name or role, as locally processes; the kernel, which has no pod, is
+// refused, and an unknown key lists the components.
+func TestKubeLimitsMatchPods(t *testing.T) {
+	comps := []results.Component{
+		{Name: "kernel", Role: "kernel"},
+		{Name: "relay", Role: "relay", Pod: "relay-a", Namespace: "user", Context: "spk2"},
+		{Name: "router-0", Role: "router", Pod: "r-0", Namespace: "user", Context: "spk2"},
+		{Name: "router-1", Role: "router", Pod: "r-1", Namespace: "user", Context: "spk2"},
+	}
+	pod := func(c results.Component) bool { return c.Pod != "" }
+	lim, err := limitsOf(comps, results.Params{results.CPULimitParam("relay"): 0.1, results.CPULimitParam("router"): 0.5}, "pod", pod)
+	if want := map[string]float64{"relay": 0.1, "router-0": 0.5, "router-1": 0.5}; err != nil || !reflect.DeepEqual(lim, want) {
+		t.Errorf("limits %v, %v; want %v", lim, err, want)
+	}
+	if _, err := limitsOf(comps, results.Params{results.CPULimitParam("kernel"): 0.1}, "pod", pod); err == nil || !strings.Contains(err.Error(), "no pod to limit") {
+		t.Errorf("kernel: %v, want no pod to limit", err)
+	}
+	if _, err := limitsOf(comps, results.Params{results.CPULimitParam("gw"): 0.1}, "pod", pod); err == nil || !strings.Contains(err.Error(), "relay (relay), router-0 (router)") {
+		t.Errorf("unknown key: %v, want the components listed", err)
+	}
+}

@@ -4,7 +4,11 @@
 package runner
 
 import (
+	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
@@ -38,7 +42,10 @@ type Group struct {
 // (scenario.PointsOf: a limit multiplies only the points of the datapaths it
 // names). Repetitions run in order; within each, the
 // datapaths and, within each datapath, the workload points are shuffled with
-// seed. Datapaths thus interleave across repetitions, so slow drift of a
+// seed. On Kubernetes sites a datapath's points are then kept together by
+// their limits (the limit values in the shuffled order of their first
+// point), since each change of a limit there is a rollout of the
+// component's pods. Datapaths thus interleave across repetitions, so slow drift of a
 // shared machine does not bias one datapath. The same s and seed give the
 // same plan (resume relies on it).
 func Plan(s *scenario.Scenario, seed int64) []Group {
@@ -55,6 +62,9 @@ func Plan(s *scenario.Scenario, seed int64) []Group {
 		for _, dp := range dps {
 			pts := points[dp.Label]
 			order := rng.Perm(len(pts))
+			if s.IsKube() {
+				order = byLimits(pts, order)
+			}
 			g := Group{Rep: rep, Datapath: dp}
 			for _, pi := range order {
 				g.Trials = append(g.Trials, Trial{Index: idx, Rep: rep, Datapath: dp, Point: pts[pi]})
@@ -64,4 +74,28 @@ func Plan(s *scenario.Scenario, seed int64) []Group {
 		}
 	}
 	return groups
+}
+
+// byLimits reorders order (indexes of pts) so that points with the same
+// CPU limits are adjacent, keeping the order within each and ordering the
+// limit values by their first point in order.
+func byLimits(pts []scenario.Point, order []int) []int {
+	key := func(p scenario.Point) string {
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(p.Params)) {
+			if _, ok := results.ParseCPULimitParam(name); ok {
+				parts = append(parts, fmt.Sprintf("%s=%v", name, p.Params[name]))
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	rank := map[string]int{}
+	for _, i := range order {
+		if _, ok := rank[key(pts[i])]; !ok {
+			rank[key(pts[i])] = len(rank)
+		}
+	}
+	out := slices.Clone(order)
+	slices.SortStableFunc(out, func(a, b int) int { return rank[key(pts[a])] - rank[key(pts[b])] })
+	return out
 }

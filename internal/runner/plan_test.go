@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -98,5 +99,58 @@ repetitions: 2
 	}
 	if n["native"] != 2*2 || n["mtls-relay"] != 2*2*3 {
 		t.Errorf("trials per datapath %v, want native 4, mtls-relay 12", n)
+	}
+}
+
+// TestPlanKubeGroupsLimits: on Kubernetes sites each limit value's trials
+// are adjacent in a group (each change of a limit there is a rollout),
+// while the points within a value and the order of the values still
+// shuffle with the seed; local runs keep the plain shuffle.
+func TestPlanKubeGroupsLimits(t *testing.T) {
+	s, err := scenario.Parse("p.yaml", []byte(`name: p
+sites: [{name: east, context: east}, {name: west, context: west}]
+allow_patch: true
+datapaths:
+  - name: k8s-custom
+    target: "{server_node_ip}:18123"
+    components: [{name: relay, site: west, namespace: user, selector: app=relay}]
+workloads:
+  - type: stream
+    message_size: [1024, 4096, 65536]
+  - type: rr
+limits:
+  relay: {cpu: [0.1, 0.2, 0.3]}
+repetitions: 3
+`), plugins.Catalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firsts := map[string]bool{}
+	for seed := int64(1); seed <= 6; seed++ {
+		groups := runner.Plan(s, seed)
+		idx := 0
+		for _, g := range groups {
+			if len(g.Trials) != 12 {
+				t.Fatalf("seed %d: group of %d trials, want 12", seed, len(g.Trials))
+			}
+			var order []any
+			for _, tr := range g.Trials {
+				if tr.Index != idx {
+					t.Errorf("seed %d: trial %d has index %d", seed, idx, tr.Index)
+				}
+				idx++
+				v := tr.Point.Params["limit.relay.cpu"]
+				if len(order) == 0 || order[len(order)-1] != v {
+					order = append(order, v)
+				}
+			}
+			if len(order) != 3 {
+				t.Errorf("seed %d rep %d: limits in order %v, want each value's trials together", seed, g.Rep, order)
+			}
+			firsts[fmt.Sprint(order[0])] = true
+		}
+	}
+	if len(firsts) < 2 {
+		t.Errorf("the first limit value is always %v: the values' order should shuffle", firsts)
 	}
 }

@@ -171,6 +171,21 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	}
 	cgs := newComponentCgroups(tb.Ledger().Run(), tb.Ledger(), link.Components)
 	defer func() { err = errors.Join(err, cgs.Close()) }()
+	// On clusters a limit patches the component's Deployment (or
+	// DaemonSet, StatefulSet); restored before the link and testbed go,
+	// on every path out.
+	size := cgs.run
+	if ktb, ok := tb.(*kube.Testbed); ok && hasLimits(todo) {
+		ks := newKubeSizing(ktb, link, s.Kube.AllowPatch)
+		defer func() {
+			if cerr := ks.close(ctx); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("sizing %s: %w", g.Datapath.Label, cerr))
+			}
+		}()
+		size = func(o Options, t Trial, run func(workload.MeasureFunc) results.Record) results.Record {
+			return ks.run(ctx, o, t, run)
+		}
+	}
 	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
 		p.begin(t)
@@ -179,7 +194,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			rec = newRecord(o, t, time.Now())
 			rec.End, rec.Error = time.Now(), werr.Error()
 		} else {
-			rec = cgs.run(o, t, func(measure workload.MeasureFunc) results.Record {
+			rec = size(o, t, func(measure workload.MeasureFunc) results.Record {
 				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target)
 			})
 		}

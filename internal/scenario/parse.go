@@ -499,11 +499,35 @@ func (p *parser) datapath(n *yaml.Node, path string) DatapathSpec {
 				if d.Options == nil {
 					d.Options = map[string]any{}
 				}
-				d.Options[key], _ = p.value(f.Kind, v, kp)
+				if f.Kind == KindRecords {
+					d.Options[key] = p.records(v, kp, f.Record)
+				} else {
+					d.Options[key], _ = p.value(f.Kind, v, kp)
+				}
 			}
 		}
 	})
 	return d
+}
+
+// records decodes a list of mappings whose keys fields describe (a
+// KindRecords option); a bad element is reported and left out.
+func (p *parser) records(n *yaml.Node, path string, fields []Field) []map[string]any {
+	items := p.seq(n, path)
+	out := []map[string]any{}
+	for j, e := range items {
+		ek := index(path, j)
+		p.lines[ek] = e.Line
+		rec := map[string]any{}
+		p.mapping(e, ek, fieldNames(fields), func(key, kp string, v *yaml.Node) {
+			f, _ := field(fields, key)
+			if x, ok := p.value(f.Kind, v, kp); ok {
+				rec[key] = x
+			}
+		})
+		out = append(out, rec)
+	}
+	return out
 }
 
 // workload decodes entry n of the workloads list.

@@ -221,6 +221,15 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			}
 			n := len(ps)
 			ps = append(ps, checkParams(path, fields, opts, false)...)
+			if oc, ok := cat.(OptionsChecker); ok && len(ps) == n {
+				for _, e := range flatten(oc.CheckOptions(d.Name, d.Options)) {
+					if fe := (*FieldError)(nil); errors.As(e, &fe) {
+						add(path+"."+fe.Key, "", "%s", fe.Msg)
+					} else {
+						add(path, "", "%v", e)
+					}
+				}
+			}
 			tc, ok := cat.(TopologyChecker)
 			if ok && len(ps) == n && s.Topology != Topologies[0] && slices.Contains(Topologies, s.Topology) {
 				if err := tc.CheckTopology(d.Name, d.Options, s.Topology); err != nil {
@@ -347,11 +356,8 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		if s.Topology != Topologies[0] {
 			add("topology", "Kubernetes sites run workloads in pods (topology %s only)", Topologies[0])
 		}
-		switch {
-		case len(s.Limits) > 0 && !s.Kube.AllowPatch:
+		if len(s.Limits) > 0 && !s.Kube.AllowPatch {
 			add("limits", "on Kubernetes sites a limit patches the CPU limit of a solution's Deployment or DaemonSet in your installation (restored after the run): set allow_patch: true to allow it")
-		case len(s.Limits) > 0:
-			add("limits", "on Kubernetes sites, limits are not run yet: spanperf can patch and restore a component's CPU limit (clean --kube restores it after a crash), but runs do not sweep it yet")
 		}
 	}
 	bl, ok := cat.(BackendLister)
@@ -602,6 +608,10 @@ func checkParams(path string, fields []Field, vals map[string][]any, lists bool)
 			continue
 		}
 		for j, v := range vs {
+			if f.Kind == KindRecords {
+				ps = append(ps, checkRecords(elemKey(kp, j, len(vs)), f, v)...)
+				continue
+			}
 			if msg := checkValue(f, v); msg != "" {
 				ps = append(ps, problem{subject: elemKey(kp, j, len(vs)), msg: msg})
 			}
@@ -613,6 +623,40 @@ func checkParams(path string, fields []Field, vals map[string][]any, lists bool)
 		}
 	}
 	return ps
+}
+
+// checkRecords checks the stored value v of a KindRecords field f at key
+// path path: a list of mappings with f.Record's keys.
+func checkRecords(path string, f Field, v any) []problem {
+	recs, ok := v.([]map[string]any)
+	if !ok {
+		return []problem{{subject: path, msg: wantGo(f.Kind, v)}}
+	}
+	var ps []problem
+	for i, r := range recs {
+		vals := make(map[string][]any, len(r))
+		for k, x := range r {
+			vals[k] = []any{x}
+		}
+		ps = append(ps, checkParams(index(path, i), f.Record, vals, false)...)
+	}
+	return ps
+}
+
+// flatten lists the errors err joins (err itself if it joins none; none
+// for nil).
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // matrixSize is the number of points of w, saturating at maxPoints+1.

@@ -31,6 +31,10 @@ const (
 	// KindRate is a bit rate: an integer in bits/s or a string with a tc-style
 	// unit ("100mbit", "1gbit", "500kbit"); stored as bits per second.
 	KindRate
+	// KindRecords is a list of mappings whose keys Field.Record describes
+	// (each a scalar kind); stored as []map[string]any. Only datapath
+	// options have it.
+	KindRecords
 )
 
 // String names the kind as error messages do ("a size", ...).
@@ -50,6 +54,8 @@ func (k Kind) String() string {
 		return "a number"
 	case KindRate:
 		return "a rate"
+	case KindRecords:
+		return "a list of mappings"
 	}
 	return "a value"
 }
@@ -58,7 +64,7 @@ func (k Kind) String() string {
 //
 // Decoded values are stored as: int64 (KindInt, KindSize, KindRate), float64
 // (KindFloat), string (KindString), bool (KindBool), time.Duration
-// (KindDuration).
+// (KindDuration), []map[string]any (KindRecords).
 type Field struct {
 	// Name is the key in the scenario file.
 	Name string
@@ -79,7 +85,30 @@ type Field struct {
 	// List fields accept a single value or a list; each list element becomes
 	// its own point of the matrix. Datapath options are never lists.
 	List bool
+	// Record, for KindRecords, describes the keys of each mapping in the
+	// list (their Kind a scalar one; Required, Enum and Min apply).
+	Record []Field
 }
+
+// OptionsChecker is an optional Catalog capability: Validate asks it
+// whether a datapath's options make sense together, beyond each value's
+// kind. An error that is (or joins) FieldErrors is placed at their keys.
+type OptionsChecker interface {
+	// CheckOptions returns nil, or what is wrong with options opts
+	// (defaults applied) of datapath name.
+	CheckOptions(name string, opts map[string]any) error
+}
+
+// FieldError is a problem with one key below a datapath entry, for
+// OptionsChecker: Key is a path like "components[1].selector".
+type FieldError struct {
+	// Key is the key path below the datapath entry.
+	Key string
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Msg }
 
 // Catalog tells the parser and Validate which datapaths and workloads exist
 // and what each accepts.

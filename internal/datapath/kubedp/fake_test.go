@@ -3,6 +3,7 @@ package kubedp
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -413,6 +414,11 @@ func TestIstioComponents(t *testing.T) {
 			}
 			if len(got) != len(want) {
 				t.Errorf("components %+v, want %v", link.Components, want)
+			}
+			// Nothing was replaced: Refresh finds the same components.
+			before := link.Components
+			if err := link.Refresh(testCtx(t, 30*time.Second)); err != nil || !reflect.DeepEqual(before, link.Components) {
+				t.Errorf("refresh: %v, components %+v, want %+v", err, link.Components, before)
 			}
 			for _, s := range []*fakeSite{east, west} {
 				svc, err := s.clients.Dynamic.Resource(serviceGVR).Namespace(fakeNS).Get(context.Background(), ServiceName, metav1.GetOptions{})

@@ -3,6 +3,7 @@ package kubedp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -214,17 +215,18 @@ func exposeServices(ctx context.Context, name string, sites []Site, objs []objec
 			return fail(err)
 		}
 	}
+	fixed := slices.Clone(comps)
 	found, err := listComponents(ctx, name, sites, sets)
 	if err != nil {
 		return fail(err)
 	}
 	comps = append(comps, found...)
-	return &datapath.Link{
+	return withRefresh(&datapath.Link{
 		Target:     targetsTo(server, target),
 		Components: comps,
 		Alive:      alive(name, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, name) },
-	}, nil
+	}, name, sites, fixed, sets), nil
 }
 
 // Cilium exposes the server as a Cilium ClusterMesh global service: the

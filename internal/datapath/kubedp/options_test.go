@@ -12,7 +12,7 @@ import (
 // infos are the adapters' registry entries.
 func infos() []datapath.Info {
 	return []datapath.Info{PodInfo(), HostNetInfo(), ClusterIPInfo(), NodePortInfo(), LoadBalancerInfo(),
-		SkupperInfo(), SubmarinerInfo(), IstioInfo(), CiliumInfo(), LinkerdInfo()}
+		SkupperInfo(), SubmarinerInfo(), IstioInfo(), CiliumInfo(), LinkerdInfo(), CustomInfo()}
 }
 
 // withDefaults fills opts with the defaults of info's options, as the

@@ -242,16 +242,17 @@ func (s *Skupper) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 	if err := s.build(ctx, &made, sites); err != nil {
 		return fail(err)
 	}
-	comps, err := listComponents(ctx, SkupperName, sites, []podSet{{kind: "skupper-router", role: "router", selector: s.RouterSelector, container: "router", option: "router_selector"}})
+	sets := []podSet{{kind: "skupper-router", role: "router", selector: s.RouterSelector, container: "router", option: "router_selector"}}
+	comps, err := listComponents(ctx, SkupperName, sites, sets)
 	if err != nil {
 		return fail(err)
 	}
-	return &datapath.Link{
+	return withRefresh(&datapath.Link{
 		Target:     targetsTo(server, testbed.Target{Host: ServiceName, Port: ServicePort}),
 		Components: comps,
 		Alive:      alive(SkupperName, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, SkupperName) },
-	}, nil
+	}, SkupperName, sites, nil, sets), nil
 }
 
 // remoteClusters are the distinct clusters of the clients that are not

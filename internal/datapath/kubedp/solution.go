@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
@@ -125,6 +126,10 @@ type podSet struct {
 	serverOnly bool
 	// option is the option that overrides selector, named in errors.
 	option string
+	// site, when set, looks only in the cluster of the site of that name,
+	// and names the components kind (kind-i for several pods) rather than
+	// kind@SITE: the components a scenario names itself (k8s-custom).
+	site string
 }
 
 // listComponents finds the pods of sets in the clusters of sites and
@@ -137,7 +142,19 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 		if set.selector == "" {
 			continue
 		}
-		for _, s := range clusters(sites) {
+		in := clusters(sites)
+		if set.site != "" {
+			in = nil
+			for _, s := range sites {
+				if s.Name() == set.site {
+					in = []Site{s}
+				}
+			}
+			if len(in) == 0 {
+				return nil, fmt.Errorf("%s: %s: no site %q (sites: %s)", name, set.kind, set.site, siteNames(sites))
+			}
+		}
+		for _, s := range in {
 			if set.serverOnly && !sameCluster(s, server) {
 				continue
 			}
@@ -174,7 +191,12 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 			}
 			for i, p := range pods {
 				n := set.kind + "@" + s.Name()
-				if len(pods) > 1 {
+				switch {
+				case set.site != "" && len(pods) > 1:
+					n = fmt.Sprintf("%s-%d", set.kind, i)
+				case set.site != "":
+					n = set.kind
+				case len(pods) > 1:
 					n = fmt.Sprintf("%s-%d@%s", set.kind, i, s.Name())
 				}
 				out = append(out, podComponent(n, set.role, s, &p, set.container))
@@ -182,6 +204,32 @@ func listComponents(ctx context.Context, name string, sites []Site, sets []podSe
 		}
 	}
 	return out, nil
+}
+
+// withRefresh sets link.Refresh to find the pods of sets again (their
+// pods are new after a rollout), keeping fixed (the components not found
+// by a selector) first, and Alive to follow them; it returns link.
+func withRefresh(link *datapath.Link, name string, sites []Site, fixed []results.Component, sets []podSet) *datapath.Link {
+	fixed = slices.Clone(fixed)
+	link.Refresh = func(ctx context.Context) error {
+		found, err := listComponents(ctx, name, sites, sets)
+		if err != nil {
+			return err
+		}
+		comps := append(slices.Clone(fixed), found...)
+		link.Components, link.Alive = comps, alive(name, sites, comps)
+		return nil
+	}
+	return link
+}
+
+// siteNames lists the names of sites, for errors.
+func siteNames(sites []Site) string {
+	var out []string
+	for _, s := range sites {
+		out = append(out, s.Name())
+	}
+	return strings.Join(out, ", ")
 }
 
 // podComponent names container of pod p in site s as a component.

@@ -161,18 +161,19 @@ func (s *Submariner) setup(ctx context.Context, sites []Site) (*datapath.Link, e
 		made.closeAfter(SubmarinerName)
 		return nil, fmt.Errorf("%s: %w", SubmarinerName, err)
 	}
-	comps, err := listComponents(ctx, SubmarinerName, sites, []podSet{
+	sets := []podSet{
 		{kind: "submariner-gateway", role: "gateway", namespace: s.Namespace, selector: s.GatewaySelector, option: "gateway_selector"},
 		{kind: "submariner-routeagent", role: "route-agent", namespace: s.Namespace, selector: s.RouteAgentSelector, agentNodes: true, option: "route_agent_selector"},
-	})
+	}
+	comps, err := listComponents(ctx, SubmarinerName, sites, sets)
 	if err != nil {
 		made.closeAfter(SubmarinerName)
 		return nil, err
 	}
-	return &datapath.Link{
+	return withRefresh(&datapath.Link{
 		Target:     targetsTo(server, testbed.Target{Host: ServiceName + "." + server.Namespace() + ".svc.clusterset.local", Port: ServicePort}),
 		Components: comps,
 		Alive:      alive(SubmarinerName, sites, comps),
 		Close:      func(ctx context.Context) error { return made.close(ctx, SubmarinerName) },
-	}, nil
+	}, SubmarinerName, sites, nil, sets), nil
 }

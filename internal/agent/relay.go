@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// RelaySpec is a plain userspace TCP forwarder: every connection accepted
+// on Listen is joined to a new connection to To, and bytes are copied both
+// ways by one goroutine per direction. It is a component that tests can
+// put on a datapath and size: all its work is userspace CPU.
+type RelaySpec struct {
+	// Listen is the address to accept on (":7200", "127.0.0.1:0").
+	Listen string
+	// To is the HOST:PORT every connection is forwarded to.
+	To string
+	// DialTimeout bounds each dial of To; 0 is 10s.
+	DialTimeout time.Duration
+}
+
+// Validate checks that both addresses are given.
+func (s RelaySpec) Validate() error {
+	if s.Listen == "" {
+		return errors.New("relay: --listen is empty")
+	}
+	if _, _, err := net.SplitHostPort(s.To); err != nil {
+		return fmt.Errorf("relay: --to %q: %w", s.To, err)
+	}
+	return nil
+}
+
+// Relay forwards connections as spec says until ctx ends; ready, if not
+// nil, gets the address it listens on once it accepts. It returns nil when
+// ctx ended it. Connections in flight are closed when it returns.
+func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if spec.DialTimeout <= 0 {
+		spec.DialTimeout = 10 * time.Second
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", spec.Listen)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("relay: accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			relayConn(ctx, c, spec)
+		}()
+	}
+}
+
+// relayConn joins c to a new connection to spec.To until both directions
+// have ended (each half-closes the other side's write end) or ctx ends.
+func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
+	defer c.Close()
+	dctx, cancel := context.WithTimeout(ctx, spec.DialTimeout)
+	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", spec.To)
+	cancel()
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close(); up.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+	wg.Wait()
+}
+
+// relayMain runs `agent relay --listen ADDR --to HOST:PORT` until SIGTERM
+// or SIGINT.
+func relayMain(args []string, stderr io.Writer) int {
+	var s RelaySpec
+	fs := flag.NewFlagSet("agent relay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.Listen, "listen", "", "address to accept connections on (\":7200\")")
+	fs.StringVar(&s.To, "to", "", "HOST:PORT to forward every connection to")
+	if fs.Parse(args) != nil {
+		return 2
+	}
+	if err := s.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := Relay(ctx, s, func(a net.Addr) { fmt.Fprintf(stderr, "relay: %s -> %s\n", a, s.To) })
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
