@@ -186,8 +186,8 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			return ks.run(ctx, o, t, run)
 		}
 	}
-	client, server, target := Endpoints(tb, link, agent.DefaultPort)
 	for _, t := range todo {
+		client, server, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
 		p.begin(t)
 		var rec results.Record
 		if werr := shapeWAN(ctx, s, tb, t.Point.Params); werr != nil {
@@ -221,23 +221,47 @@ func TestbedSpec(s *scenario.Scenario, id string) netns.Spec {
 // client dials the server node's own address: routing carries it through
 // the gateways and the datapath between them.
 func Endpoints(tb testbed.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target testbed.Target) {
-	sites := tb.Sites()
-	first, last := sites[0], sites[len(sites)-1]
-	if c, s, ok := gatewayEnds(tb); ok {
-		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.(*netns.Site).Addr(), uint16(port)))
-	}
-	return first, last, link.Target(first, last, port)
+	return EndpointsAt(tb, link, port, nil)
 }
 
-// gatewayEnds returns the node namespaces behind the first and last sites
-// of a local testbed in the gateway topology, where workloads run.
-func gatewayEnds(tb testbed.Testbed) (client, server testbed.Site, ok bool) {
+// EndpointsAt is Endpoints with the client and server in the sites a
+// trial's parameters name (scenario.ClientParam, scenario.ServerParam;
+// defaults the first and the last). A name that is not a site of tb (the
+// scenario's validation refuses those) keeps the default.
+func EndpointsAt(tb testbed.Testbed, link *datapath.Link, port int, params results.Params) (client, server testbed.Site, target testbed.Target) {
+	ci, si := siteIndexes(tb, params)
+	if c, s, ok := gatewayNodes(tb, ci, si); ok {
+		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.(*netns.Site).Addr(), uint16(port)))
+	}
+	sites := tb.Sites()
+	return sites[ci], sites[si], link.Target(sites[ci], sites[si], port)
+}
+
+// siteIndexes are the indexes in tb.Sites() of the client and server
+// sites params name.
+func siteIndexes(tb testbed.Testbed, params results.Params) (ci, si int) {
+	sites := tb.Sites()
+	ci, si = 0, len(sites)-1
+	for i, st := range sites {
+		if params[scenario.ClientParam] == st.Name() {
+			ci = i
+		}
+		if params[scenario.ServerParam] == st.Name() {
+			si = i
+		}
+	}
+	return ci, si
+}
+
+// gatewayNodes returns the node namespaces behind local sites ci and si of
+// a testbed in the gateway topology, where workloads run there.
+func gatewayNodes(tb testbed.Testbed, ci, si int) (client, server testbed.Site, ok bool) {
 	ltb, isLocal := tb.(*netns.Testbed)
 	if !isLocal || ltb.Topology() != testbed.TopologyGateway {
 		return nil, nil, false
 	}
 	local := ltb.LocalSites()
-	return ltb.Node(local[0]), ltb.Node(local[len(local)-1]), true
+	return ltb.Node(local[ci]), ltb.Node(local[si]), true
 }
 
 func newRecord(o Options, t Trial, start time.Time) results.Record {

@@ -40,7 +40,8 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 	info, _ := plugins.Workload(t.Point.Workload)
 	st := info.New().(workload.SetupTimer)
 	sites := tb.Sites()
-	client, server := sites[0], sites[len(sites)-1]
+	ci, si := siteIndexes(tb, t.Point.Params)
+	client, server := sites[ci], sites[si]
 	env := workload.SetupEnv{
 		Env: workload.Env{Client: client, Server: server, Port: agent.DefaultPort, Params: t.Point.Params,
 			Duration: o.Scenario.Duration, Warmup: o.Scenario.Warmup, MkdirTemp: tb.Ledger().MkdirTemp},
@@ -50,11 +51,11 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 				return testbed.Target{}, nil, err
 			}
 			rec.Components = link.Components
-			_, _, target := Endpoints(tb, link, agent.DefaultPort)
+			_, _, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
 			return target, link.Close, nil
 		},
 	}
-	if c, s, ok := gatewayEnds(tb); ok {
+	if c, s, ok := gatewayNodes(tb, ci, si); ok {
 		env.Client, env.Server = c, s
 	}
 	limit := setupTimeSlack

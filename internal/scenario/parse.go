@@ -540,7 +540,7 @@ func (p *parser) workload(n *yaml.Node, path string) WorkloadSpec {
 			w.Type = x.(string)
 		}
 		var ok bool
-		if fields, ok = p.cat.WorkloadFields(w.Type); ok {
+		if fields, ok = workloadFields(p.cat, w.Type); ok {
 			known = append([]string{"type"}, fieldNames(fields)...)
 		}
 	}

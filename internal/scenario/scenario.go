@@ -259,7 +259,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 	for i, w := range s.Workloads {
 		path := index("workloads", i)
 		n := len(ps)
-		if fields, ok := cat.WorkloadFields(w.Type); !ok {
+		if fields, ok := workloadFields(cat, w.Type); !ok {
 			if w.Type == "" {
 				add(path+".type", path, `missing required key "type"`)
 			} else {
@@ -270,6 +270,9 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 		if len(ps) == n && min(matrixSize(w)*s.limitPointCount()*len(s.wanPoints()), maxPoints+1) > maxPoints {
 			add(path, "", "matrix has more than %d points", maxPoints)
+		}
+		if len(ps) == n {
+			ps = append(ps, s.siteProblems(path, w)...)
 		}
 		clean = clean && len(ps) == n
 	}
@@ -469,6 +472,78 @@ func (s *Scenario) describeComponents(cl ComponentLister) string {
 		parts = append(parts, d.Label+": "+strings.Join(cs, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Parameters every workload takes: the sites its client and its server run
+// in (defaults: the first site and the last). A list expands the matrix.
+const (
+	ClientParam = "client"
+	ServerParam = "server"
+)
+
+// SiteFields are the fields of ClientParam and ServerParam.
+var SiteFields = []Field{
+	{Name: ClientParam, Kind: KindString, List: true, Doc: "the site the client runs in (default: the first)"},
+	{Name: ServerParam, Kind: KindString, List: true, Doc: "the site the server runs in (default: the last)"},
+}
+
+// workloadFields are workload typ's fields in cat, and SiteFields.
+func workloadFields(cat Catalog, typ string) ([]Field, bool) {
+	fields, ok := cat.WorkloadFields(typ)
+	if !ok {
+		return nil, false
+	}
+	return append(slices.Clip(fields), SiteFields...), true
+}
+
+// SiteNames are the names of s's sites, in order.
+func (s *Scenario) SiteNames() []string {
+	if s.IsKube() {
+		var out []string
+		for _, st := range s.SiteList {
+			out = append(out, st.Name)
+		}
+		return out
+	}
+	var out []string
+	for i := range s.Sites {
+		out = append(out, testbed.SiteName(i))
+	}
+	return out
+}
+
+// siteProblems checks workload w's client and server sites (at key path
+// path): each a site of s, and never the same site at one point.
+func (s *Scenario) siteProblems(path string, w WorkloadSpec) []problem {
+	var ps []problem
+	names := s.SiteNames()
+	if len(names) < 2 {
+		return nil // sites reports it
+	}
+	for _, k := range []string{ClientParam, ServerParam} {
+		for j, v := range w.Params[k] {
+			if n, _ := v.(string); !slices.Contains(names, n) {
+				ps = append(ps, problem{subject: elemKey(join(path, k), j, len(w.Params[k])), msg: fmt.Sprintf("%q is not a site (sites: %s)", n, strings.Join(names, ", "))})
+			}
+		}
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	first, last := names[0], names[len(names)-1]
+	for _, pt := range w.points() {
+		c, sv := first, last
+		if v, ok := pt.Params[ClientParam].(string); ok {
+			c = v
+		}
+		if v, ok := pt.Params[ServerParam].(string); ok {
+			sv = v
+		}
+		if c == sv {
+			ps = append(ps, problem{subject: path, msg: fmt.Sprintf("point %q puts the client and the server in site %s: they must be two sites", pt.Params.Key(), c)})
+		}
+	}
+	return ps
 }
 
 // wanProblems checks the wan keys that need an emulator.

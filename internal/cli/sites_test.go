@@ -1,0 +1,44 @@
+package cli_test
+
+import (
+	"testing"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// TestClientServerSites: three sites, a 5 ms link between a and c only.
+// rr from a to c reads 10 ms more than from b to c, through native and
+// through vxlan: each trial ran between the sites its point names.
+func TestClientServerSites(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: sites
+sites: 3
+datapaths: [native, vxlan]
+wan:
+  links: [{between: [a, c], delay: 5ms}]
+workloads:
+  - type: rr
+    client: [a, b]
+    server: c
+repetitions: 2
+duration: 1s
+warmup: 200ms
+`)
+	if len(recs) != 8 {
+		t.Fatalf("%d records, want 8", len(recs))
+	}
+	for _, dp := range []string{"native", "vxlan"} {
+		var ofDP []results.Record
+		for _, r := range recs {
+			if r.Datapath == dp {
+				ofDP = append(ofDP, r)
+			}
+		}
+		fromA := medianOf(t, ofDP, "client", "a", results.LatencyP50)
+		fromB := medianOf(t, ofDP, "client", "b", results.LatencyP50)
+		t.Logf("%s: rr p50 a→c %.3f ms, b→c %.3f ms", dp, fromA*1e3, fromB*1e3)
+		if d := fromA - fromB; d < 0.0095 || d > 0.0105 {
+			t.Errorf("%s: a→c minus b→c = %.3f ms, want 10 ± 0.5 ms", dp, d*1e3)
+		}
+	}
+}
