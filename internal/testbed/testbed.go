@@ -4,12 +4,14 @@
 package testbed
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -146,3 +148,27 @@ func SiteName(i int) string {
 	}
 	return "s" + strconv.Itoa(i)
 }
+
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// stdout and stderr) and a reader.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Bytes returns a copy of what was written.
+func (b *SyncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
+
+// String returns what was written.
+func (b *SyncBuffer) String() string { return string(b.Bytes()) }

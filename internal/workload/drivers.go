@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -171,7 +170,7 @@ func startToolServer(ctx context.Context, site testbed.Site, cmd testbed.Command
 // and errors across both). On a non-zero exit the output is returned with
 // the error, which carries its tail: tools explain their errors there.
 func runToolClient(ctx context.Context, site testbed.Site, cmd testbed.Command, limit time.Duration) ([]byte, error) {
-	var out syncBuffer
+	var out testbed.SyncBuffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	p, err := site.Exec(ctx, cmd)
@@ -183,28 +182,6 @@ func runToolClient(ctx context.Context, site testbed.Site, cmd testbed.Command, 
 	}
 	return out.Bytes(), nil
 }
-
-// syncBuffer is a bytes.Buffer safe for the two writers of a process's
-// stdout and stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
-}
-
-func (b *syncBuffer) String() string { return string(b.Bytes()) }
 
 // histogramMetrics encodes h and returns its latency metrics in seconds,
 // with its sample count (results.LatencySamples); the caller applies

@@ -64,7 +64,7 @@ func (w Sockperf) Run(ctx context.Context, env Env) (*Result, error) {
 	// sockperf prints its errors to stdout, and with stdout on /dev/null (a
 	// nil Stdout) sockperf server exits at once. --uc-reuseaddr: the
 	// previous trial's connections may hold the port in TIME_WAIT.
-	var srvOut syncBuffer
+	var srvOut testbed.SyncBuffer
 	srv, err := startToolServer(ctx, env.Server, testbed.Command{Name: "sockperf-server", Path: "sockperf",
 		Args:   []string{"server", "--tcp", "--uc-reuseaddr", "-i", "0.0.0.0", "-p", strconv.Itoa(env.Port)},
 		Stdout: &srvOut}, env.Port)

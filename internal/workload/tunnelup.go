@@ -72,7 +72,7 @@ func (tunnelUp) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
 	defer srv.Stop(time.Second)
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	out := &syncBuffer{}
+	out := &testbed.SyncBuffer{}
 	cmd := agent.Command("agent-firstup", "firstup", "--interval", interval.String(), "--timeout", timeout.String())
 	cmd.Stdin, cmd.Stdout = pr, out
 	probe, err := env.Client.Exec(ctx, cmd)
@@ -131,7 +131,7 @@ func (tunnelUp) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
 }
 
 // waitLine waits until p has written a whole line to out.
-func waitLine(ctx context.Context, p testbed.Process, out *syncBuffer, limit time.Duration) error {
+func waitLine(ctx context.Context, p testbed.Process, out *testbed.SyncBuffer, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for !strings.Contains(out.String(), "\n") {
 		select {

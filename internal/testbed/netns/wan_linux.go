@@ -1,7 +1,6 @@
 package netns
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -209,7 +208,7 @@ func (tb *Testbed) startEmulator(ctx context.Context, shape WANShape, cmd func(a
 	}
 	c := cmd(args...)
 	c.Name = "wan-emulator"
-	out := &lockedBuffer{}
+	out := &testbed.SyncBuffer{}
 	c.Stdout = out
 	p, err := tb.wan.Exec(ctx, c)
 	if err != nil {
@@ -269,22 +268,4 @@ func (tb *Testbed) WANEmulator() string {
 	tb.wanState.mu.Lock()
 	defer tb.wanState.mu.Unlock()
 	return tb.wanState.emulator
-}
-
-// lockedBuffer is a bytes.Buffer safe for a writer and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
