@@ -126,7 +126,9 @@ type Emulator struct {
 	mu      sync.Mutex
 	q       pktHeap
 	seq     uint64
-	wake    chan struct{}
+	// wake is an eventfd the reader (and Close) write to when the next
+	// release time moves earlier, waking the writer from its sleep.
+	wake    int
 	stats   Stats
 	late    []float32 // lateness samples, µs, a ring
 	lateAt  int
@@ -155,15 +157,21 @@ func New(spec Spec) (_ *Emulator, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("wan emulator: %w", err)
 	}
-	e := &Emulator{spec: spec, wake: make(chan struct{}, 1), closing: make(chan struct{}), late: make([]float32, 0, lateRing)}
+	e := &Emulator{spec: spec, wake: -1, closing: make(chan struct{}), late: make([]float32, 0, lateRing)}
 	for i, r := range spec.Routes {
 		e.links = append(e.links, &link{spec: r.Link, rng: newRand(spec.Seed + uint64(i))})
 	}
 	defer func() {
 		if err != nil {
 			e.teardown()
+			if e.wake >= 0 {
+				unix.Close(e.wake)
+			}
 		}
 	}()
+	if e.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, fmt.Errorf("wan emulator: eventfd: %w", err)
+	}
 	e.stats.Offload = !spec.lossy()
 	if e.tun, err = openTUN(spec.Dev, e.stats.Offload); err != nil {
 		return nil, fmt.Errorf("wan emulator: %w", err)
@@ -289,8 +297,10 @@ func (e *Emulator) Close() error {
 	default:
 	}
 	close(e.closing)
+	e.signal()
 	err := e.teardown()
 	e.done.Wait()
+	unix.Close(e.wake)
 	return errors.Join(err, e.runErr)
 }
 
@@ -427,11 +437,14 @@ func (e *Emulator) admit(now time.Time, b []byte) {
 	e.seq++
 	heap.Push(&e.q, pkt{at: at, seq: e.seq, buf: b})
 	if e.q[0].seq == e.seq {
-		select {
-		case e.wake <- struct{}{}:
-		default:
-		}
+		e.signal()
 	}
+}
+
+// signal wakes the writer.
+func (e *Emulator) signal() {
+	one := [8]byte{1}
+	unix.Write(e.wake, one[:])
 }
 
 // addrs returns an IP packet's source and destination.
@@ -490,15 +503,19 @@ func headerLen(ip []byte) int {
 }
 
 // write writes each packet back to the device at its release time. It
-// owns an OS thread and sleeps in clock_nanosleep: the runtime's timers
-// wake tens to hundreds of microseconds late on a busy machine. Sleeps are
-// at most maxNap, so a packet that arrives needing an earlier release
-// (another link, or jitter) waits at most that long.
+// owns an OS thread, with the least timer slack, and sleeps in ppoll on
+// the wake eventfd: precise to a few microseconds (the runtime's timers
+// wake tens to hundreds late on a busy machine), and woken at once when a
+// packet arrives that is due before the one it sleeps for. The last
+// SpinBelow before a release it polls the clock instead.
 func (e *Emulator) write() {
 	defer e.done.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	var due []pkt
+	fds := []unix.PollFd{{Fd: int32(e.wake), Events: unix.POLLIN}}
+	var drain [8]byte
 	for {
 		select {
 		case <-e.closing:
@@ -522,29 +539,22 @@ func (e *Emulator) write() {
 			due = due[:0]
 			continue
 		}
-		switch {
-		case wait < 0:
-			// Nothing held: wait for the reader.
-			select {
-			case <-e.closing:
-				return
-			case <-e.wake:
-			}
-		case wait <= e.spec.SpinBelow:
+		if wait >= 0 && wait <= e.spec.SpinBelow {
 			// Close to the release time: poll the clock.
-			for time.Until(e.peek()) > 0 {
+			for t := e.peek(); !t.IsZero() && time.Until(t) > 0; t = e.peek() {
 			}
-		default:
-			nap := min(wait-max(e.spec.SpinBelow, 0), maxNap)
-			ts := unix.NsecToTimespec(nap.Nanoseconds())
-			for unix.ClockNanosleep(unix.CLOCK_MONOTONIC, 0, &ts, &ts) == unix.EINTR {
-			}
+			continue
+		}
+		var ts *unix.Timespec // nil: nothing held, sleep until woken
+		if wait > 0 {
+			t := unix.NsecToTimespec((wait - max(e.spec.SpinBelow, 0)).Nanoseconds())
+			ts = &t
+		}
+		if n, _ := unix.Ppoll(fds, ts, nil); n > 0 {
+			unix.Read(e.wake, drain[:])
 		}
 	}
 }
-
-// maxNap bounds one sleep of the writer.
-const maxNap = 500 * time.Microsecond
 
 // peek is the release time of the next packet (zero if none).
 func (e *Emulator) peek() time.Time {
