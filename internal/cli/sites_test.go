@@ -42,3 +42,31 @@ warmup: 200ms
 		}
 	}
 }
+
+// TestThreeSiteMesh: the datapaths that join any number of sites carry rr
+// between every pair of three sites, from the pair's own client site.
+func TestThreeSiteMesh(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: mesh3
+sites: 3
+datapaths: [native, vxlan, wireguard, ipsec, mtls-relay, mesh-gateway]
+workloads:
+  - type: rr
+    client: [a, b]
+    server: c
+  - type: rr
+    client: a
+    server: b
+repetitions: 1
+duration: 500ms
+warmup: 100ms
+`)
+	if len(recs) != 18 {
+		t.Fatalf("%d records, want 18 (6 datapaths × 3 pairs)", len(recs))
+	}
+	for _, r := range recs {
+		if r.Metrics[results.TransactionsPerS] <= 0 {
+			t.Errorf("%s %v→%v: %v transactions/s", r.Datapath, r.Params["client"], r.Params["server"], r.Metrics[results.TransactionsPerS])
+		}
+	}
+}
