@@ -48,6 +48,21 @@ type GatewayChecker interface {
 	CheckGateway() error
 }
 
+// SiteLimiter is implemented by datapaths that join a bounded number of
+// sites (a point-to-point tunnel joins two); the others join any number.
+type SiteLimiter interface {
+	MaxSites() int
+}
+
+// CheckSites tells, before anything is built, whether dp (registered as
+// name) can join sites sites: nil, or an error naming the most it joins.
+func CheckSites(name string, dp Datapath, sites int) error {
+	if l, ok := dp.(SiteLimiter); ok && sites > l.MaxSites() {
+		return fmt.Errorf("%s joins at most %d sites; the scenario has %d", name, l.MaxSites(), sites)
+	}
+	return nil
+}
+
 // CheckTopology tells, before anything is built, whether dp (registered as
 // name) can run in topology: nil, or an error
 // "topology gateway: not supported by NAME[: reason]".

@@ -101,6 +101,9 @@ var ovsPrograms = [][2]string{
 // node subnets behind its peer over br-int.
 func (d *OVS) CheckGateway() error { return nil }
 
+// MaxSites is 2: the switches are wired point to point.
+func (d *OVS) MaxSites() int { return 2 }
+
 // Check looks for the OVS programs and, for the datapath asked, TUN and
 // ethtool (netdev) or the openvswitch kernel module (system).
 func (d *OVS) Check(context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 
@@ -124,6 +125,15 @@ func (t *Tunnel) Check(context.Context) error {
 
 // CheckGateway accepts the gateway topology: every kind routes.
 func (t *Tunnel) CheckGateway() error { return nil }
+
+// MaxSites is 2 for the point-to-point kinds; vxlan joins any number (a
+// forwarding entry per peer).
+func (t *Tunnel) MaxSites() int {
+	if t.Kind == "vxlan" {
+		return math.MaxInt
+	}
+	return 2
+}
 
 var kconfig = map[string]string{"vxlan": "VXLAN", "geneve": "GENEVE", "gre": "NET_IPGRE", "ipip": "NET_IPIP"}
 

@@ -65,3 +65,19 @@ func (Catalog) CheckOptions(name string, opts map[string]any) error {
 	}
 	return d.CheckOptions(opts)
 }
+
+var _ scenario.SiteChecker = Catalog{}
+
+// CheckSites implements scenario.SiteChecker: it makes the datapath from
+// its options, builds nothing, and asks datapath.CheckSites.
+func (Catalog) CheckSites(name string, opts map[string]any, sites int) error {
+	d, ok := Datapath(name)
+	if !ok {
+		return fmt.Errorf("unknown datapath %q", name)
+	}
+	dp, err := d.New(opts)
+	if err != nil {
+		return err
+	}
+	return datapath.CheckSites(name, dp, sites)
+}

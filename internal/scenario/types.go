@@ -132,6 +132,14 @@ type TopologyChecker interface {
 	CheckTopology(name string, opts map[string]any, topology string) error
 }
 
+// SiteChecker is an optional Catalog capability: Validate asks it whether
+// each datapath, with its options, can join the scenario's number of sites.
+type SiteChecker interface {
+	// CheckSites returns nil when datapath name with options opts can
+	// join sites sites, else an error saying why not.
+	CheckSites(name string, opts map[string]any, sites int) error
+}
+
 // ComponentLister is an optional Catalog capability: it tells which
 // components a datapath may have, before anything is built, so that
 // Validate rejects a limit that names none of them and Normalize gives each
