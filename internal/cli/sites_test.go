@@ -18,8 +18,8 @@ wan:
   links: [{between: [a, c], delay: 5ms}]
 workloads:
   - type: rr
-    client: [a, b]
-    server: c
+    client_site: [a, b]
+    server_site: c
 repetitions: 2
 duration: 1s
 warmup: 200ms
@@ -34,8 +34,8 @@ warmup: 200ms
 				ofDP = append(ofDP, r)
 			}
 		}
-		fromA := medianOf(t, ofDP, "client", "a", results.LatencyP50)
-		fromB := medianOf(t, ofDP, "client", "b", results.LatencyP50)
+		fromA := medianOf(t, ofDP, "client_site", "a", results.LatencyP50)
+		fromB := medianOf(t, ofDP, "client_site", "b", results.LatencyP50)
 		t.Logf("%s: rr p50 a→c %.3f ms, b→c %.3f ms", dp, fromA*1e3, fromB*1e3)
 		if d := fromA - fromB; d < 0.0095 || d > 0.0105 {
 			t.Errorf("%s: a→c minus b→c = %.3f ms, want 10 ± 0.5 ms", dp, d*1e3)
@@ -52,11 +52,11 @@ sites: 3
 datapaths: [native, vxlan, wireguard, ipsec, mtls-relay, mesh-gateway]
 workloads:
   - type: rr
-    client: [a, b]
-    server: c
+    client_site: [a, b]
+    server_site: c
   - type: rr
-    client: a
-    server: b
+    client_site: a
+    server_site: b
 repetitions: 1
 duration: 500ms
 warmup: 100ms
@@ -66,7 +66,7 @@ warmup: 100ms
 	}
 	for _, r := range recs {
 		if r.Metrics[results.TransactionsPerS] <= 0 {
-			t.Errorf("%s %v→%v: %v transactions/s", r.Datapath, r.Params["client"], r.Params["server"], r.Metrics[results.TransactionsPerS])
+			t.Errorf("%s %v→%v: %v transactions/s", r.Datapath, r.Params["client_site"], r.Params["server_site"], r.Metrics[results.TransactionsPerS])
 		}
 	}
 }

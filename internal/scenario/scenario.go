@@ -481,9 +481,10 @@ func (s *Scenario) describeComponents(cl ComponentLister) string {
 
 // Parameters every workload takes: the sites its client and its server run
 // in (defaults: the first site and the last). A list expands the matrix.
+// (Not "client" and "server": http's server is the kind of server.)
 const (
-	ClientParam = "client"
-	ServerParam = "server"
+	ClientParam = "client_site"
+	ServerParam = "server_site"
 )
 
 // SiteFields are the fields of ClientParam and ServerParam.
