@@ -323,3 +323,129 @@ func TestUpRefusesKube(t *testing.T) {
 		}
 	}
 }
+
+// kubeServerImage is the test server image (test/kube/server-image.sh:
+// nginx and PostgreSQL from this host's Debian packages) named by
+// SPANPERF_KUBE_SERVER_IMAGE; the test skips without it.
+func kubeServerImage(t *testing.T) string {
+	t.Helper()
+	img := os.Getenv("SPANPERF_KUBE_SERVER_IMAGE")
+	if img == "" {
+		t.Skip("needs the test server image in the local clusters: test/kube/server-image.sh --import, then SPANPERF_KUBE_SERVER_IMAGE=spanperf.local/server:test")
+	}
+	return img
+}
+
+// TestKubeNginxServerImage runs http with server: nginx across the two
+// clusters through k8s-pod, nginx running in the server pod's server
+// container from the server image, at a constant 1000 requests/s with
+// bodies of 350 and 4096 bytes. Known answer: every request answered
+// (the client counts a body of another size as an error), none late or
+// failed, and the achieved rate within 1% of the rate offered; no
+// namespace is left.
+func TestKubeNginxServerImage(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	server := kubeServerImage(t)
+	f := filepath.Join(t.TempDir(), "k.yaml")
+	src := fmt.Sprintf(`name: kube-nginx
+sites:
+  - {name: east, context: %s}
+  - {name: west, context: %s}
+server_image: %s
+datapaths: [k8s-pod]
+workloads:
+  - {type: http, server: nginx, rate: 1000, connections: 4, body_size: [350, 4096]}
+repetitions: 1
+duration: 3s
+warmup: 500ms
+`, ctxs[0], ctxs[1], server)
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	out, errOut, code := spanperf(t, "run", "-f", f, "--out", dir, "--image", image, "--seed", "1")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	recs, err := results.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	for _, r := range recs {
+		if r.Error != "" {
+			t.Errorf("%s: %s", r.TrialKey(), r.Error)
+			continue
+		}
+		offered := r.Metrics[results.OfferedPerS]
+		got := r.Metrics[results.RequestsPerS]
+		if offered < 990 || offered > 1010 || got < 0.99*offered || got > 1.01*offered {
+			t.Errorf("%s: %s = %.1f, %s = %.1f: want the offered 1000/s, achieved within 1%%", r.TrialKey(), results.RequestsPerS, got, results.OfferedPerS, offered)
+		}
+		for _, k := range []string{"errors", "timeouts", results.Late} {
+			if v := r.Metrics[k]; v != 0 {
+				t.Errorf("%s: %s = %v, want 0", r.TrialKey(), k, v)
+			}
+		}
+		t.Logf("%s: %.1f requests/s (offered %.1f), p50 %v s", r.TrialKey(), got, offered, r.Metrics["latency_p50_s"])
+	}
+	for _, c := range ctxs[:2] {
+		if ns := runNamespaces(t, c); len(ns) > 0 {
+			t.Errorf("context %s: namespaces left: %v", c, ns)
+		}
+	}
+}
+
+// TestKubeServerImageLacksNginx: a server image without nginx (the agent
+// image) fails the trial with an error naming the program, the image,
+// the pod and its container, and leaves no namespace.
+func TestKubeServerImageLacksNginx(t *testing.T) {
+	ctxs, image := kubeEnv(t)
+	f := filepath.Join(t.TempDir(), "k.yaml")
+	src := fmt.Sprintf("name: bad\nsites:\n  - {name: east, context: %s}\n  - {name: west, context: %s}\nserver_image: %s\ndatapaths: [k8s-pod]\nworkloads: [{type: http, server: nginx, rate: 100}]\nrepetitions: 1\nduration: 1s\n", ctxs[0], ctxs[1], image)
+	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	start := time.Now()
+	out, errOut, code := spanperf(t, "run", "-f", f, "--out", dir, "--image", image)
+	took := time.Since(start)
+	recs, _ := results.Load(dir)
+	if len(recs) != 1 || recs[0].Error == "" {
+		t.Fatalf("exit %d, records %+v\n%s%s", code, recs, out, errOut)
+	}
+	for _, w := range []string{"nginx: not found in image " + image, "pod spanperf-", "/agent-west, container server"} {
+		if !strings.Contains(recs[0].Error, w) {
+			t.Errorf("error %q lacks %q", recs[0].Error, w)
+		}
+	}
+	t.Logf("%s in %s", recs[0].Error, took.Round(time.Millisecond))
+	for _, k := range ctxs[:2] {
+		if ns := runNamespaces(t, k); len(ns) > 0 {
+			t.Errorf("context %s: namespaces left: %v", k, ns)
+		}
+	}
+}
+
+// TestServerImageRefusals: server: nginx on Kubernetes sites without
+// server_image, and server_image on local sites, are refused at parse
+// time with file:line: key and what to do.
+func TestServerImageRefusals(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"name: u\nsites: [{name: a, context: x}, {name: b, context: y}]\ndatapaths: [k8s-pod]\nworkloads:\n  - {type: http, server: nginx}\n",
+			"u.yaml:5: workloads[0].server: nginx on Kubernetes sites runs from the image server_image: names"},
+		{"name: u\nserver_image: spanperf.local/server:test\ndatapaths: [native]\nworkloads: [{type: rr}]\n",
+			"u.yaml:2: server_image: applies only to Kubernetes sites"},
+	} {
+		f := filepath.Join(t.TempDir(), "u.yaml")
+		if err := os.WriteFile(f, []byte(c.src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := spanperf(t, "run", "-f", f, "--out", filepath.Join(t.TempDir(), "run"))
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("exit %d: %s\nwant %q", code, errOut, c.want)
+		}
+	}
+}

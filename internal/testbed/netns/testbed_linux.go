@@ -496,6 +496,7 @@ func (s *Site) Exec(ctx context.Context, c testbed.Command) (testbed.Process, er
 	}
 	cmd := exec.Command(path, c.Args...)
 	cmd.Env = append(os.Environ(), c.Env...)
+	cmd.Stdin = c.Stdin
 	cmd.Stdout = c.Stdout
 	p := &process{cmd: cmd, name: c.Name + "@" + s.name, done: make(chan struct{})}
 	if c.Stderr != nil {
