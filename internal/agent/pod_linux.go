@@ -221,6 +221,40 @@ func WriteFile(path string, r io.Reader, perm os.FileMode, owner string) error {
 	return err
 }
 
+// Cat writes the file at path to w; a directory, each of its files in
+// name order (not those below it).
+func Cat(w io.Writer, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	files := []string{path}
+	if fi.IsDir() {
+		ents, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		files = files[:0]
+		for _, e := range ents {
+			if e.Type().IsRegular() {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+	}
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, r)
+		r.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Listening reports whether the network namespace whose /proc/PID/net
 // is dir (/proc/self/net: this process's) has a TCP socket in state
 // LISTEN on port.
@@ -256,9 +290,9 @@ func (e *envList) Set(s string) error {
 	return nil
 }
 
-// podMain runs the subcommands sleep, run, write, listening and signal
+// podMain runs the subcommands sleep, run, write, cat, rm, listening and signal
 // (see Main).
-func podMain(args []string, stdin io.Reader, stderr io.Writer) int {
+func podMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "sleep":
 		fs := flag.NewFlagSet("agent sleep", flag.ContinueOnError)
@@ -332,6 +366,31 @@ func podMain(args []string, stdin io.Reader, stderr io.Writer) int {
 		if err := WriteFile(fs.Arg(0), stdin, os.FileMode(*mode), *as); err != nil {
 			fmt.Fprintln(stderr, "agent write:", err)
 			return 1
+		}
+		return 0
+	case "cat", "rm":
+		fs := flag.NewFlagSet("agent "+args[0], flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		if fs.Parse(args[1:]) != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			fmt.Fprintf(stderr, "usage: spanperf agent %s /tmp/PATH...\n", args[0])
+			return 2
+		}
+		for _, p := range fs.Args() {
+			var err error
+			if args[0] == "cat" {
+				err = Cat(stdout, p)
+			} else if p = filepath.Clean(p); !strings.HasPrefix(p, "/tmp/") {
+				err = fmt.Errorf("%s: removes only under /tmp", p)
+			} else {
+				err = os.RemoveAll(p)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "agent %s: %v\n", args[0], err)
+				return 1
+			}
 		}
 		return 0
 	case "listening":

@@ -379,10 +379,10 @@ warmup: 500ms
 			t.Errorf("%s: %s", r.TrialKey(), r.Error)
 			continue
 		}
-		offered := r.Metrics[results.OfferedPerS]
+		offered := r.Metrics[results.TargetRate]
 		got := r.Metrics[results.RequestsPerS]
 		if offered < 990 || offered > 1010 || got < 0.99*offered || got > 1.01*offered {
-			t.Errorf("%s: %s = %.1f, %s = %.1f: want the offered 1000/s, achieved within 1%%", r.TrialKey(), results.RequestsPerS, got, results.OfferedPerS, offered)
+			t.Errorf("%s: %s = %.1f, %s = %.1f: want the offered 1000/s, achieved within 1%%", r.TrialKey(), results.RequestsPerS, got, results.TargetRate, offered)
 		}
 		for _, k := range []string{"errors", "timeouts", results.Late} {
 			if v := r.Metrics[k]; v != 0 {

@@ -370,9 +370,11 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 	if kube {
 		for i, w := range s.Workloads {
 			if _, known := cat.WorkloadFields(w.Type); known && !bl.WorkloadPods(w.Type) {
-				add(index("workloads", i)+".type", "%s runs programs on the controller's machine and only on local sites; in pods: the agent's workloads (stream, rr, crr, http, rate-sweep)", w.Type)
+				add(index("workloads", i)+".type", "%s runs programs on the controller's machine and only on local sites; in pods: the agent's workloads (stream, rr, crr, http, rate-sweep) and, with server_image:, pgbench", w.Type)
 			} else if slices.Contains(w.Params["server"], any("nginx")) && s.Kube.ServerImage == "" {
 				add(index("workloads", i)+".server", "nginx on Kubernetes sites runs from the image server_image: names (an image with nginx in its PATH; --server-image overrides): set it, or use server: builtin")
+			} else if w.Type == "pgbench" && s.Kube.ServerImage == "" {
+				add(index("workloads", i)+".type", "pgbench on Kubernetes sites runs PostgreSQL and pgbench from the image server_image: names (initdb, postgres and pgbench in its PATH, a user postgres): set it")
 			}
 		}
 	}

@@ -4,8 +4,9 @@
 // and share directories, the time zones, and an /etc/passwd and
 // /etc/group with root, nobody and a non-root postgres user. No registry
 // and no Docker: go-containerregistry writes a tarball that `ctr images
-// import` reads. It has no shell: spanperf's agent, copied in by the pod's
-// init container, starts what runs there.
+// import` reads. Its one shell, /bin/sh (dash), is there because initdb
+// runs `postgres -V` through popen; spanperf's agent, copied in by the
+// pod's init container, starts what runs there.
 //
 //	go run ./test/kube/serverimage -o bin/server.tar [-tag spanperf.local/server:test]
 package main
@@ -82,6 +83,10 @@ func build(out, tag string) error {
 			return err
 		}
 	}
+	if err := l.file("/bin/sh", "/usr/bin/dash"); err != nil {
+		return err
+	}
+	elves = append(elves, "/usr/bin/dash")
 	for _, t := range trees {
 		err := filepath.WalkDir(t, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || skip.MatchString(p) {
