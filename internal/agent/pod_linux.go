@@ -326,16 +326,19 @@ func podMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "agent run:", err)
 			return RunNotFound
 		}
-		if *as != "" {
-			if err := becomeUser(*as); err != nil {
-				fmt.Fprintln(stderr, "agent run:", err)
-				return RunNoUser
-			}
-		}
-		// The pidfile names this very process: exec keeps the PID and its start time.
+		// The pidfile names this very process: exec keeps the PID and its
+		// start time. It is written before the change of user, which may
+		// not be allowed to write there.
 		if err := WritePidfile(*pidfile, os.Getpid()); err != nil {
 			fmt.Fprintln(stderr, "agent run:", err)
 			return 1
+		}
+		if *as != "" {
+			if err := becomeUser(*as); err != nil {
+				os.Remove(*pidfile)
+				fmt.Fprintln(stderr, "agent run:", err)
+				return RunNoUser
+			}
 		}
 		err = syscall.Exec(exe, argv, append(os.Environ(), env...))
 		os.Remove(*pidfile)

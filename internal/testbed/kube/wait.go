@@ -111,6 +111,10 @@ func podState(pod *corev1.Pod) (state string, fatal bool) {
 		switch {
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
 			w := cs.State.Waiting
+			if cs.Name != AgentContainer {
+				// The server image or the init container: say which.
+				state += ": container " + cs.Name
+			}
 			state += ": " + w.Reason
 			if w.Message != "" {
 				state += ": " + w.Message
