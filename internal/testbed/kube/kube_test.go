@@ -408,6 +408,62 @@ func TestBadImage(t *testing.T) {
 	noNamespace(t, env, run)
 }
 
+// TestServerContainer: with a server image the pod's server container
+// runs a program of that image (by PATH), with a file the agent wrote
+// there, in the pod's one network namespace, and a program the image
+// lacks fails naming the image, the pod and the container; a server
+// image that cannot be pulled fails New naming the server container.
+// Each leaves nothing.
+func TestServerContainer(t *testing.T) {
+	env := kubetest.Clusters(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := kubetest.RunID("kserver-srv-")
+	// The agent image as the server image: it has /spanperf, in PATH=/.
+	tb, err := kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ServerImage: env.Image, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := tb.KubeSites()[0]
+	write := testbed.Command{Name: "write", Agent: true, Server: true, Args: []string{"agent", "write", "/tmp/x/hello"}, Stdin: strings.NewReader("hi\n")}
+	p, err := site.Exec(ctx, write)
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	var out strings.Builder
+	p, err = site.Exec(ctx, testbed.Command{Name: "cat", Path: "spanperf", Server: true, Args: []string{"agent", "cat", "/tmp/x/hello"}, Stdout: &out})
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil || out.String() != "hi\n" {
+		t.Errorf("cat by PATH in the server container: %q, %v", out.String(), err)
+	}
+	p, err = site.Exec(ctx, testbed.Command{Name: "nginx", Path: "nginx", Server: true})
+	if err == nil {
+		err = p.Wait()
+	}
+	want := "nginx: not found in image " + env.Image + " (context " + site.Clients().Context + ": pod " + kube.Namespace(run) + "/agent-a, container server)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a program the image lacks: %v, want %q", err, want)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noNamespace(t, env, run)
+
+	run = kubetest.RunID("kserver-badsrv-")
+	_, err = kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ServerImage: "127.0.0.1:1/spanperf/none:none", ReadyTimeout: time.Minute,
+		Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	t.Logf("bad server image: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "container server: ErrImagePull") && !strings.Contains(err.Error(), "container server: ImagePullBackOff") {
+		t.Errorf("bad server image: %v, want the server container's pull error", err)
+	}
+	noNamespace(t, env, run)
+}
+
 // TestConnectErrors: an unreadable kubeconfig, an unknown context and an
 // API server that does not answer (or refuses) each give an error naming
 // them, in time.
