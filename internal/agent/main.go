@@ -25,6 +25,7 @@ import (
 //	write [--mode M] [--user U] [--from F] /PATH   write stdin (or F) to PATH, making its directories
 //	cat PATH...   write the files (a directory: its files) to stdout
 //	rm /tmp/PATH...   remove the trees (only under /tmp)
+//	cpu   print the CPU seconds this container's cgroup has used
 //	listening --port P [--wait D]   exit 0 once a TCP socket listens on P in this network namespace
 //	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
 //
@@ -35,7 +36,7 @@ import (
 // process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|listening|signal|nodeprobe|burn [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -45,7 +46,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return burnMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
-	case "sleep", "run", "write", "cat", "rm", "listening", "signal":
+	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":
 		return podMain(args, os.Stdin, stdout, stderr)
 	case "serve":
 		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)

@@ -221,6 +221,35 @@ func WriteFile(path string, r io.Reader, perm os.FileMode, owner string) error {
 	return err
 }
 
+// CgroupCPU returns the CPU seconds (user and system) used so far by the
+// processes of the cgroup mounted at root as a container sees its own:
+// cgroup v2's cpu.stat usage_usec, or v1's cpuacct.usage.
+func CgroupCPU(root string) (float64, error) {
+	if b, err := os.ReadFile(filepath.Join(root, "cpu.stat")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("cpu.stat: %w", err)
+				}
+				return float64(us) / 1e6, nil
+			}
+		}
+	}
+	for _, d := range []string{"cpuacct", "cpu,cpuacct", "cpuacct,cpu"} {
+		b, err := os.ReadFile(filepath.Join(root, d, "cpuacct.usage"))
+		if err != nil {
+			continue
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("cpuacct.usage: %w", err)
+		}
+		return float64(ns) / 1e9, nil
+	}
+	return 0, fmt.Errorf("%s: neither cpu.stat (v2) nor cpuacct/cpuacct.usage (v1)", root)
+}
+
 // Cat writes the file at path to w; a directory, each of its files in
 // name order (not those below it).
 func Cat(w io.Writer, path string) error {
@@ -290,7 +319,7 @@ func (e *envList) Set(s string) error {
 	return nil
 }
 
-// podMain runs the subcommands sleep, run, write, cat, rm, listening and signal
+// podMain runs the subcommands sleep, run, write, cat, rm, cpu, listening and signal
 // (see Main).
 func podMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
@@ -395,6 +424,18 @@ func podMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
+		return 0
+	case "cpu":
+		if len(args) != 1 {
+			fmt.Fprintln(stderr, "usage: spanperf agent cpu")
+			return 2
+		}
+		secs, err := CgroupCPU("/sys/fs/cgroup")
+		if err != nil {
+			fmt.Fprintln(stderr, "agent cpu:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%.9f\n", secs)
 		return 0
 	case "listening":
 		fs := flag.NewFlagSet("agent listening", flag.ContinueOnError)

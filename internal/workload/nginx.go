@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spanperf/spanperf/internal/pki"
@@ -136,7 +137,26 @@ func startPodNginx(ctx context.Context, site testbed.PodSite, spec NginxSpec) (*
 	if err != nil {
 		return nil, fmt.Errorf("nginx: %w", err)
 	}
-	return &Nginx{proc: p}, nil
+	return &Nginx{proc: podServer{Process: p, site: site}}, nil
+}
+
+// podServer is a server in a pod's server container, whose CPU is that
+// container's cgroup's: the server's processes and the agent's idle
+// sleep (and the brief `agent cpu` that reads it).
+type podServer struct {
+	testbed.Process
+	site testbed.Site
+}
+
+// cpuSeconds implements remoteCPU.
+func (p podServer) cpuSeconds() (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := podAgentOutput(ctx, p.site, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
 }
 
 // podFile is a file a server in a pod site reads.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -440,6 +441,33 @@ func TestServerContainer(t *testing.T) {
 	}
 	if err != nil || out.String() != "hi\n" {
 		t.Errorf("cat by PATH in the server container: %q, %v", out.String(), err)
+	}
+	// The server container's CPU, by its cgroup (`agent cpu`), against
+	// a known cost: `agent burn` of 0.5 cores for 3 s there.
+	cpu := func() float64 {
+		var out strings.Builder
+		p, err := site.Exec(ctx, testbed.Command{Name: "cpu", Agent: true, Server: true, Args: []string{"agent", "cpu"}, Stdout: &out})
+		if err == nil {
+			err = p.Wait()
+		}
+		v, perr := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
+		if err != nil || perr != nil {
+			t.Fatalf("agent cpu: %q, %v, %v", out.String(), err, perr)
+		}
+		return v
+	}
+	c0 := cpu()
+	p, err = site.Exec(ctx, testbed.Command{Name: "burn", Agent: true, Server: true, Args: []string{"agent", "burn", "--cores", "0.5", "--duration", "3s"}})
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil {
+		t.Fatalf("burn: %v", err)
+	}
+	if used := cpu() - c0; used < 1.35 || used > 1.7 {
+		t.Errorf("server container's cgroup: %.3f CPU seconds over a burn of 0.5 cores × 3 s, want 1.5 (-10%%, +13%% for the execs)", used)
+	} else {
+		t.Logf("server container's cgroup: %.3f CPU seconds over a burn of 0.5 cores × 3 s", used)
 	}
 	p, err = site.Exec(ctx, testbed.Command{Name: "nginx", Path: "nginx", Server: true})
 	if err == nil {
