@@ -219,3 +219,21 @@ func TestListening(t *testing.T) {
 		t.Errorf("after close: %v %s", err, out)
 	}
 }
+
+// TestCgroupCPU reads cgroup v2's cpu.stat and v1's cpuacct.usage, as a
+// container sees its own cgroup at /sys/fs/cgroup, and says so when
+// there is neither.
+func TestCgroupCPU(t *testing.T) {
+	v2, v1 := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(v2, "cpu.stat"), []byte("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"), 0o644)
+	os.Mkdir(filepath.Join(v1, "cpu,cpuacct"), 0o755)
+	os.WriteFile(filepath.Join(v1, "cpu,cpuacct", "cpuacct.usage"), []byte("2250000000\n"), 0o644)
+	for dir, want := range map[string]float64{v2: 1.5, v1: 2.25} {
+		if got, err := CgroupCPU(dir); err != nil || got != want {
+			t.Errorf("%s: %v, %v, want %v", dir, got, err, want)
+		}
+	}
+	if _, err := CgroupCPU(t.TempDir()); err == nil || !strings.Contains(err.Error(), "neither cpu.stat") {
+		t.Errorf("empty: %v", err)
+	}
+}
