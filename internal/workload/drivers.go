@@ -106,7 +106,9 @@ func wholeSeconds(d time.Duration, min int) int {
 
 // waitListening waits until the process p's network namespace has a TCP
 // socket listening on port (read from /proc/PID/net/tcp{,6}, which show
-// the namespace of the process), or p exits, ctx ends or limit passes.
+// the namespace of the process; for a process in a pod site, by `agent
+// listening` in its server container), or p exits, ctx ends or limit
+// passes.
 func waitListening(ctx context.Context, site testbed.Site, name string, p testbed.Process, port int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	pid, local := testbed.PIDOf(p)

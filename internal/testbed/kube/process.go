@@ -38,8 +38,13 @@ const statusNotRunning = 3
 // image's PATH (agent.RunNotFound).
 const statusNotFound = 127
 
-// Exec runs cmd (cmd.Agent must be set) in the site's agent pod, as
-// `/spanperf agent run --pidfile F -- ARGS`, so that Stop can signal it.
+// Exec runs cmd in the site's agent pod, as `/spanperf agent run
+// --pidfile F -- ARGS`, so that Stop can signal it: with cmd.Agent in the
+// agent container; with cmd.Server in the server container (from
+// Spec.ServerImage), through the agent copied there, which execs
+// cmd.Path from the image's PATH (`--prog`) unless cmd.Agent is set too.
+// A program the image lacks fails naming it, the image, the pod and the
+// container.
 // ctx bounds only the start; the stream lives until the process exits or
 // Stop. cmd.Stdout and cmd.Stderr are streamed; with Stderr nil, its last
 // lines are kept for Tail and for Wait's error.
