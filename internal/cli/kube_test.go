@@ -531,7 +531,12 @@ warmup: 500ms
 		} else if inFlight := tps * mean; inFlight < 3.4 || inFlight > 4.05 {
 			t.Errorf("%s: %.0f transactions/s × mean latency %.3g s = %.2f in flight, want just under the 4 sessions", r.TrialKey(), tps, mean, inFlight)
 		}
-		t.Logf("%s: %.0f transactions/s, p50 %.3g s, mean %.3g s", r.TrialKey(), tps, r.Metrics["latency_p50_s"], mean)
+		// PostgreSQL's CPU, from its container's cgroup: some, and no
+		// more than this machine's 2 cores over the 3 s window.
+		if v, ok := r.Metrics[results.CPUSecondsServer]; !ok || !(v > 0) || v > 6.3 {
+			t.Errorf("%s: %s = %v (present %v), want in (0, 6.3] s", r.TrialKey(), results.CPUSecondsServer, v, ok)
+		}
+		t.Logf("%s: %.0f transactions/s, p50 %.3g s, mean %.3g s, PostgreSQL %.3f CPU s", r.TrialKey(), tps, r.Metrics["latency_p50_s"], mean, r.Metrics[results.CPUSecondsServer])
 	}
 	for _, c := range ctxs[:2] {
 		if ns := runNamespaces(t, c); len(ns) > 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spanperf/spanperf/internal/agent"
+	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
@@ -16,7 +17,8 @@ import (
 // container, pgbench -i there through the unix socket, and the measured
 // pgbench in the client pod's server container (the same image). The
 // files live in each container's /tmp (the pod's emptyDir), written and
-// read back through the agent, and are removed at the end.
+// read back through the agent, and are removed at the end. PostgreSQL's
+// CPU is its server container's cgroup's over the window.
 func (r *pgbenchRun) inPods(ctx context.Context, env Env, srv testbed.PodSite) (_ *Result, err error) {
 	cli, ok := env.Client.(testbed.PodSite)
 	if !ok {
@@ -72,6 +74,10 @@ func (r *pgbenchRun) inPods(ctx context.Context, env Env, srv testbed.PodSite) (
 	}
 	secs, args := r.clientArgs(env, logDir+"/tx")
 	env.measure(env.Warmup, env.Duration)
+	// PostgreSQL's CPU: its server container's cgroup, which holds only
+	// postgres by now.
+	srvCPU := watchCPU(podServer{Process: pg, site: srv}, env.Warmup, env.Duration)
+	defer srvCPU.stop()
 	out, runErr := runToolClient(ctx, cli, testbed.Command{Name: "pgbench", Path: "pgbench", Server: true, Args: args, Env: pgbenchEnv},
 		time.Duration(secs)*time.Second+30*time.Second)
 	if runErr != nil && ctx.Err() != nil {
@@ -87,6 +93,9 @@ func (r *pgbenchRun) inPods(ctx context.Context, env Env, srv testbed.PodSite) (
 			return nil, fmt.Errorf("pgbench in %s: %w", where(cli), runErr)
 		}
 		return nil, fmt.Errorf("pgbench: %w", err)
+	}
+	if s, ok := srvCPU.seconds(); ok {
+		res.Metrics[results.CPUSecondsServer] = s
 	}
 	return res, nil
 }
