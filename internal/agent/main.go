@@ -24,15 +24,22 @@ import (
 //	wanemu --route FROM>TO:delay=D,jitter=J,loss=P,rate=BPS ...   the userspace WAN emulator (package wanemu)
 //	relay --listen ADDR --to HOST:PORT   forward TCP connections in userspace until SIGTERM (a component to size)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
-//	run --pidfile FILE [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf ARGS in place
+//	run --pidfile FILE [--prog P] [--user U] [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf (or P, from PATH; exit 127 when absent) ARGS in place, as user U
+//	write [--mode M] [--user U] [--from F] /PATH   write stdin (or F) to PATH, making its directories
+//	cat PATH...   write the files (a directory: its files) to stdout
+//	rm /tmp/PATH...   remove the trees (only under /tmp)
+//	cpu   print the CPU seconds this container's cgroup has used
+//	listening --port P [--wait D]   exit 0 once a TCP socket listens on P in this network namespace
 //	signal --pidfile FILE --signal TERM|KILL [--wait D]   signal the process FILE names (exit 3: not running)
 //
-// sleep, run and signal let a pod site, where the image holds only
-// /spanperf and no shell, keep its pod up and stop what it started by
-// exec: ending an exec stream does not end the remote process.
+// sleep, run, write, cat, rm, listening and signal let a pod site, where the image
+// holds only /spanperf and no shell, keep its pod up, run servers from
+// another image (nginx, PostgreSQL) with the files they need, and stop
+// what it started by exec: ending an exec stream does not end the remote
+// process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|signal|nodeprobe|burn|wanemu|firstup|relay [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|relay [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -48,8 +55,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return relayMain(args[1:], stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
-	case "sleep", "run", "signal":
-		return podMain(args, stderr)
+	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":
+		return podMain(args, os.Stdin, stdout, stderr)
 	case "serve":
 		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)

@@ -33,6 +33,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&ov.Duration, "duration", 0, "override each trial's measured duration")
 	fs.IntVar(&ov.Reps, "reps", 0, "override the number of repetitions")
 	fs.StringVar(&ov.Image, "image", "", "Kubernetes sites: the agent image (override the file's image:)")
+	fs.StringVar(&ov.ServerImage, "server-image", "", "Kubernetes sites: the image nginx runs from (override the file's server_image:)")
 	dps := fs.String("datapath", "", "comma-separated datapaths to run (override the file's)")
 	wls := fs.String("workload", "", "comma-separated workload types to run (override the file's)")
 	seed := fs.Int64("seed", 0, "order trials with this seed (default: random, recorded)")

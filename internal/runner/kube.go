@@ -22,7 +22,7 @@ const ConnectTimeout = 15 * time.Second
 
 // KubeSpec is the Kubernetes testbed scenario s asks for, for run id.
 func KubeSpec(s *scenario.Scenario, id string) kube.Spec {
-	spec := kube.Spec{Run: id, Image: s.Kube.Image, ShareNode: s.Kube.ShareNode}
+	spec := kube.Spec{Run: id, Image: s.Kube.Image, ServerImage: s.Kube.ServerImage, ShareNode: s.Kube.ShareNode}
 	for _, st := range s.SiteList {
 		ks := kube.SiteSpec{Name: st.Name, Context: st.Context, Kubeconfig: st.Kubeconfig, NodeSelector: st.NodeSelector}
 		for _, t := range st.Tolerations {

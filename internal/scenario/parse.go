@@ -19,7 +19,7 @@ import (
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
-		"image", "probe", "prometheus", "allow_patch", "share_node"}
+		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -176,6 +176,10 @@ func (p *parser) scenario(data []byte) *Scenario {
 		case "image":
 			if x, ok := p.value(KindString, v, kp); ok {
 				s.Kube.Image = x.(string)
+			}
+		case "server_image":
+			if x, ok := p.value(KindString, v, kp); ok {
+				s.Kube.ServerImage = x.(string)
 			}
 		case "probe":
 			if x, ok := p.value(KindString, v, kp); ok {

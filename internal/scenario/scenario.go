@@ -345,7 +345,7 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		add("sites", "list at least two sites (they may share a context)")
 	}
 	if !kube {
-		for key, set := range map[string]bool{"image": s.Kube.Image != "", "probe": s.Kube.Probe != "", "prometheus": s.Kube.Prometheus != "",
+		for key, set := range map[string]bool{"image": s.Kube.Image != "", "server_image": s.Kube.ServerImage != "", "probe": s.Kube.Probe != "", "prometheus": s.Kube.Prometheus != "",
 			"allow_patch": s.Kube.AllowPatch, "share_node": s.Kube.ShareNode} {
 			if set {
 				add(key, "applies only to Kubernetes sites (a list of sites with context:)")
@@ -386,9 +386,11 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 	if kube {
 		for i, w := range s.Workloads {
 			if _, known := cat.WorkloadFields(w.Type); known && !bl.WorkloadPods(w.Type) {
-				add(index("workloads", i)+".type", "%s runs programs on the controller's machine and only on local sites; in pods: the agent's workloads (stream, rr, crr, http, rate-sweep)", w.Type)
-			} else if slices.Contains(w.Params["server"], any("nginx")) {
-				add(index("workloads", i)+".server", "on Kubernetes sites the server is the agent's own (builtin); nginx in a pod is not supported yet")
+				add(index("workloads", i)+".type", "%s runs programs on the controller's machine and only on local sites; in pods: the agent's workloads (stream, rr, crr, http, rate-sweep) and, with server_image:, pgbench", w.Type)
+			} else if slices.Contains(w.Params["server"], any("nginx")) && s.Kube.ServerImage == "" {
+				add(index("workloads", i)+".server", "nginx on Kubernetes sites runs from the image server_image: names (an image with nginx in its PATH; --server-image overrides): set it, or use server: builtin")
+			} else if w.Type == "pgbench" && s.Kube.ServerImage == "" {
+				add(index("workloads", i)+".type", "pgbench on Kubernetes sites runs PostgreSQL and pgbench from the image server_image: names (initdb, postgres and pgbench in its PATH, a user postgres): set it")
 			}
 		}
 	}
@@ -763,6 +765,9 @@ func (s *Scenario) Apply(o Overrides, cat Catalog) error {
 	}
 	if o.Image != "" {
 		t.Kube.Image = o.Image
+	}
+	if o.ServerImage != "" {
+		t.Kube.ServerImage = o.ServerImage
 	}
 	if len(o.Datapaths) > 0 {
 		t.Datapaths = nil

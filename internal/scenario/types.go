@@ -346,6 +346,11 @@ const (
 type Kube struct {
 	// Image is the agent image (see `spanperf image`); --image overrides.
 	Image string `json:"image,omitempty"`
+	// ServerImage is the image the servers that are not the agent's own
+	// (http's server: nginx) run from, in a second container of each
+	// agent pod; --server-image overrides. Any image that has the
+	// program in its PATH does: it needs no shell.
+	ServerImage string `json:"server_image,omitempty"`
 	// Probe is ProbeNone (default) or ProbeNode.
 	Probe string `json:"probe,omitempty"`
 	// Prometheus is the URL of a Prometheus server whose
@@ -405,6 +410,8 @@ type Overrides struct {
 	Duration time.Duration
 	// Image replaces Kube.Image (the agent image) when not empty.
 	Image string
+	// ServerImage replaces Kube.ServerImage when not empty.
+	ServerImage string
 	// Reps replaces Scenario.Repetitions when non-zero.
 	Reps int
 	// Datapaths, when not empty, keeps only these datapath labels (an entry

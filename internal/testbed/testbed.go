@@ -41,9 +41,6 @@ type Command struct {
 	Args []string
 	// Env is added to the controller's environment.
 	Env []string
-	// Stdin, when set, is the process's standard input (local sites only:
-	// a pod site refuses it).
-	Stdin io.Reader
 	// Stdout receives the process's standard output; nil discards it.
 	Stdout io.Writer
 	// Stderr receives standard error; nil keeps the last lines for errors
@@ -52,10 +49,32 @@ type Command struct {
 	// Detach starts the process so that it outlives the controller (for
 	// `spanperf up`): it gets its own session and no parent-death signal.
 	Detach bool
+	// Stdin, when not nil, is the process's standard input.
+	Stdin io.Reader
 	// Agent marks Path as the spanperf binary itself (`spanperf agent
 	// ...`, see agent.Command): a site that is a pod runs the image's own
-	// copy in its place. A site that is a pod runs no other program.
+	// copy in its place.
 	Agent bool
+	// Server runs the command in a pod site's server container, from the
+	// run's server image (see PodSite), where Path is looked up in the
+	// image's PATH (or, with Agent, a copy of spanperf runs). Without it
+	// a pod site runs only the agent. Local sites ignore it.
+	Server bool
+}
+
+// PodSite is implemented by sites that are pods: their processes and
+// files are not on the controller's machine, and programs other than the
+// agent (nginx, PostgreSQL) run in the pod's server container, from the
+// server image the run names.
+type PodSite interface {
+	Site
+	// ServerImage is the image of the site's server container; "" when
+	// the run named none (then the site runs only the agent).
+	ServerImage() string
+	// Where names the site's pod and the container a command with the
+	// given Server setting runs in ("context c: pod ns/name, container
+	// server"), for errors.
+	Where(server bool) string
 }
 
 // Target is what a client dials: a host (an IP address, or a DNS name

@@ -123,9 +123,9 @@ type Emulator struct {
 	nl    *netlink.Handle
 	rules []*netlink.Rule
 
-	mu      sync.Mutex
-	q       pktHeap
-	seq     uint64
+	mu  sync.Mutex
+	q   pktHeap
+	seq uint64
 	// wake is an eventfd the reader (and Close) write to when the next
 	// release time moves earlier, waking the writer from its sleep.
 	wake    int

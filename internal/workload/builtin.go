@@ -147,32 +147,65 @@ func runAgentClient(ctx context.Context, env Env, srv testbed.Process, label str
 // cpuWindow reads a process tree's CPU time warmup and warmup+duration
 // after it is made, just after the client starts: the client's measured
 // window, shifted early by the client's start-up and dial, which shift
-// both ends alike. A process that is not local (in a pod) has no reading.
+// both ends alike. A process that is not local (in a pod) has no reading,
+// unless it is a remoteCPU: then each read is an exec whose own CPU would
+// disturb the trial, so the reads are made just outside the window
+// (remoteLead before it, remoteLag after) and the CPU between them is
+// scaled to the window's length, on the assumption that the load is
+// steady across it (a paced client's is).
 type cpuWindow struct {
-	pid    int
-	t0, t1 *time.Timer
-	c0, c1 chan cpuReading
+	pid int
+	// remote reads a process that is not local, when it can be read.
+	remote   func() (float64, error)
+	duration time.Duration
+	t0, t1   *time.Timer
+	c0, c1   chan cpuReading
+}
+
+// How far outside the window a remoteCPU is read.
+const (
+	remoteLead = 500 * time.Millisecond
+	remoteLag  = 200 * time.Millisecond
+)
+
+// remoteCPU is implemented by server processes that are not on this
+// machine but whose CPU can be read where they run (nginx in a pod's
+// server container: that container's cgroup).
+type remoteCPU interface {
+	cpuSeconds() (float64, error)
 }
 
 type cpuReading struct {
 	secs float64
-	err  error
+	// at is when the reading was taken (a remote one: the middle of its exec).
+	at  time.Time
+	err error
 }
 
 func watchCPU(p testbed.Process, warmup, duration time.Duration) *cpuWindow {
 	pid, _ := testbed.PIDOf(p)
-	w := &cpuWindow{pid: pid, c0: make(chan cpuReading, 1), c1: make(chan cpuReading, 1)}
-	w.t0 = time.AfterFunc(warmup, func() { w.c0 <- w.read() })
-	w.t1 = time.AfterFunc(warmup+duration, func() { w.c1 <- w.read() })
+	w := &cpuWindow{pid: pid, duration: duration, c0: make(chan cpuReading, 1), c1: make(chan cpuReading, 1)}
+	start, end := warmup, warmup+duration
+	if r, ok := p.(remoteCPU); ok {
+		w.remote = r.cpuSeconds
+		start, end = max(0, warmup-remoteLead), end+remoteLag
+	}
+	w.t0 = time.AfterFunc(start, func() { w.c0 <- w.read() })
+	w.t1 = time.AfterFunc(end, func() { w.c1 <- w.read() })
 	return w
 }
 
 func (w *cpuWindow) read() cpuReading {
+	t := time.Now()
+	if w.remote != nil {
+		s, err := w.remote()
+		return cpuReading{s, t.Add(time.Since(t) / 2), err}
+	}
 	if w.pid == 0 {
 		return cpuReading{err: errNotLocal}
 	}
 	s, err := probe.TreeCPUSeconds(w.pid)
-	return cpuReading{s, err}
+	return cpuReading{s, t, err}
 }
 
 // seconds returns the CPU seconds used in the window, ending it now if it
@@ -191,6 +224,13 @@ func (w *cpuWindow) seconds() (float64, bool) {
 	}
 	if r0.err != nil || r1.err != nil || r1.secs < r0.secs {
 		return 0, false
+	}
+	if w.remote != nil {
+		span := r1.at.Sub(r0.at)
+		if span <= 0 {
+			return 0, false
+		}
+		return (r1.secs - r0.secs) * w.duration.Seconds() / span.Seconds(), true
 	}
 	return r1.secs - r0.secs, true
 }

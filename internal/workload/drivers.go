@@ -1,7 +1,6 @@
 package workload
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed"
 )
@@ -105,13 +105,14 @@ func wholeSeconds(d time.Duration, min int) int {
 
 // waitListening waits until the process p's network namespace has a TCP
 // socket listening on port (read from /proc/PID/net/tcp{,6}, which show
-// the namespace of the process), or p exits, ctx ends or limit passes.
-func waitListening(ctx context.Context, name string, p testbed.Process, port int, limit time.Duration) error {
+// the namespace of the process; for a process in a pod site, by `agent
+// listening` in its server container), or p exits, ctx ends or limit
+// passes.
+func waitListening(ctx context.Context, site testbed.Site, name string, p testbed.Process, port int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	pid, local := testbed.PIDOf(p)
 	if !local {
-		p.Stop(time.Second)
-		return fmt.Errorf("%s: runs only on local sites (network namespaces), not in a pod", name)
+		return waitListeningPod(ctx, site, name, p, port, limit)
 	}
 	for {
 		if listening(pid, port) {
@@ -132,25 +133,62 @@ func waitListening(ctx context.Context, name string, p testbed.Process, port int
 	}
 }
 
-// listening reports whether /proc/pid/net/tcp or tcp6 lists a socket in
-// state LISTEN (0A) on port.
-func listening(pid, port int) bool {
-	want := fmt.Sprintf(":%04X", port)
-	for _, f := range []string{"tcp", "tcp6"} {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			fs := strings.Fields(sc.Text())
-			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
-				return true
-			}
-		}
+// waitListeningPod is waitListening for a process p in a pod site: `agent
+// listening` in the server container (the pod's one network namespace)
+// waits for the socket, while p may exit first.
+func waitListeningPod(ctx context.Context, site testbed.Site, name string, p testbed.Process, port int, limit time.Duration) error {
+	cmd := agent.Command(name+"-listening", "listening", "--port", strconv.Itoa(port), "--wait", limit.String())
+	cmd.Server = true
+	w, err := site.Exec(ctx, cmd)
+	if err != nil {
+		p.Stop(time.Second)
+		return err
 	}
-	return false
+	select {
+	case <-w.Done():
+		if err := w.Wait(); err != nil {
+			select {
+			case <-p.Done():
+				return fmt.Errorf("%s exited before listening on port %d: %v", name, port, p.Wait())
+			case <-time.After(time.Second):
+			}
+			p.Stop(time.Second)
+			return fmt.Errorf("%s not listening on port %d after %s: %v: %s", name, port, limit, err, p.Tail())
+		}
+		return nil
+	case <-p.Done():
+		w.Stop(time.Second)
+		return fmt.Errorf("%s exited before listening on port %d: %v", name, port, p.Wait())
+	case <-ctx.Done():
+		w.Stop(time.Second)
+		p.Stop(time.Second)
+		return ctx.Err()
+	}
 }
+
+// writeFile writes data to path in site's server container, through
+// `agent write` (a pod's image may have no shell); owner, when not "",
+// owns the file and the directories made for it.
+func writeFile(ctx context.Context, site testbed.Site, path string, data []byte, perm os.FileMode, owner string) error {
+	args := []string{"write", "--mode", fmt.Sprintf("%#o", perm)}
+	if owner != "" {
+		args = append(args, "--user", owner)
+	}
+	cmd := agent.Command("write", append(args, path)...)
+	cmd.Server, cmd.Stdin = true, bytes.NewReader(data)
+	p, err := site.Exec(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := waitProcess(ctx, p, 30*time.Second); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// listening reports whether process pid's network namespace has a TCP
+// socket listening on port.
+func listening(pid, port int) bool { return agent.Listening(fmt.Sprintf("/proc/%d/net", pid), port) }
 
 // startToolServer starts cmd in site and waits until it listens on port.
 func startToolServer(ctx context.Context, site testbed.Site, cmd testbed.Command, port int) (testbed.Process, error) {
@@ -158,7 +196,7 @@ func startToolServer(ctx context.Context, site testbed.Site, cmd testbed.Command
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", cmd.Name, err)
 	}
-	if err := waitListening(ctx, cmd.Name, p, port, 10*time.Second); err != nil {
+	if err := waitListening(ctx, site, cmd.Name, p, port, 10*time.Second); err != nil {
 		p.Stop(time.Second)
 		return nil, err
 	}

@@ -98,6 +98,8 @@ func (w HTTP) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	// The client waits for requests still in flight at the end, each
 	// bounded by its 10 s timeout. The server's CPU (cpu_seconds_server)
-	// is its process tree's: nginx's master and its workers.
+	// is its process tree's: nginx's master and its workers; in a pod,
+	// nginx's server container's cgroup (the agent's own server in a pod
+	// is not measured).
 	return runAgentClient(ctx, env, srv, "http", cliArgs, 40*time.Second)
 }

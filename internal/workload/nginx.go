@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spanperf/spanperf/internal/pki"
@@ -42,19 +43,25 @@ type NginxSpec struct {
 
 // Nginx is Debian's nginx started in a site with a generated config and a
 // throwaway directory holding the config, the body and nginx's temp files.
+// In a pod site it is the server image's nginx, in the pod's server
+// container, and its directory is in that container's /tmp.
 type Nginx struct {
 	proc testbed.Process
-	dir  string
+	// dir is the local directory Close removes; "" in a pod.
+	dir string
 }
 
 // StartNginx writes the config and body, starts nginx (in the foreground)
 // in site and waits until it listens. On error nothing is left behind.
 func StartNginx(ctx context.Context, site testbed.Site, spec NginxSpec) (*Nginx, error) {
-	if err := NginxTool.Check(); err != nil {
-		return nil, err
-	}
 	if spec.Workers <= 0 {
 		spec.Workers = 1
+	}
+	if ps, ok := site.(testbed.PodSite); ok {
+		return startPodNginx(ctx, ps, spec)
+	}
+	if err := NginxTool.Check(); err != nil {
+		return nil, err
 	}
 	dir, err := Env{MkdirTemp: spec.MkdirTemp}.mkdirTemp("nginx")
 	if err != nil {
@@ -87,6 +94,76 @@ func StartNginx(ctx context.Context, site testbed.Site, spec NginxSpec) (*Nginx,
 		return nil, fmt.Errorf("nginx: %w", err)
 	}
 	return &Nginx{proc: p, dir: dir}, nil
+}
+
+// startPodNginx starts nginx in the server container of a pod site:
+// its files, in /tmp/spanperf-nginx-PORT there (each trial's overwrite
+// the last's; the pod's /tmp goes with the run's namespace), are written
+// through the agent, and the certificate, when spec.TLS, is made here
+// and copied in.
+func startPodNginx(ctx context.Context, site testbed.PodSite, spec NginxSpec) (*Nginx, error) {
+	if site.ServerImage() == "" {
+		return nil, fmt.Errorf("nginx: site %s is a pod: name an image that has nginx with server_image: in the scenario (or --server-image)", site.Name())
+	}
+	dir := fmt.Sprintf("/tmp/spanperf-nginx-%d", spec.Port)
+	www := dir + "/www"
+	files := []podFile{{www + "/body", bytes.Repeat([]byte("x"), int(spec.BodySize)), 0o644}}
+	var cert string
+	if spec.TLS {
+		local, err := os.MkdirTemp("", "spanperf-nginx-cert-")
+		if err != nil {
+			return nil, fmt.Errorf("nginx: %w", err)
+		}
+		defer os.RemoveAll(local)
+		lc, err := nginxCert(local)
+		if err != nil {
+			return nil, fmt.Errorf("nginx: %w", err)
+		}
+		b, err := os.ReadFile(lc)
+		if err != nil {
+			return nil, fmt.Errorf("nginx: %w", err)
+		}
+		cert = dir + "/tls/nginx.pem"
+		files = append(files, podFile{cert, b, 0o600})
+	}
+	files = append(files, podFile{dir + "/nginx.conf", []byte(nginxConfig(dir, www, cert, spec)), 0o644})
+	for _, f := range files {
+		if err := writeFile(ctx, site, f.path, f.data, f.perm, ""); err != nil {
+			return nil, fmt.Errorf("nginx: %s: %w", site.Where(true), err)
+		}
+	}
+	p, err := startToolServer(ctx, site, testbed.Command{Name: "nginx", Path: "nginx", Server: true,
+		Args: []string{"-e", "stderr", "-p", dir, "-c", dir + "/nginx.conf"}}, spec.Port)
+	if err != nil {
+		return nil, fmt.Errorf("nginx: %w", err)
+	}
+	return &Nginx{proc: podServer{Process: p, site: site}}, nil
+}
+
+// podServer is a server in a pod's server container, whose CPU is that
+// container's cgroup's: the server's processes and the agent's idle
+// sleep (and the brief `agent cpu` that reads it).
+type podServer struct {
+	testbed.Process
+	site testbed.Site
+}
+
+// cpuSeconds implements remoteCPU.
+func (p podServer) cpuSeconds() (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := podAgentOutput(ctx, p.site, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+}
+
+// podFile is a file a server in a pod site reads.
+type podFile struct {
+	path string
+	data []byte
+	perm os.FileMode
 }
 
 // nginxCert issues a certificate for nginx from a CA made for it alone
@@ -161,6 +238,9 @@ func (n *Nginx) Done() <-chan struct{} { return n.proc.Done() }
 // Close stops nginx and removes its directory.
 func (n *Nginx) Close() error {
 	err := n.proc.Stop(2 * time.Second)
+	if n.dir == "" {
+		return err
+	}
 	if rerr := os.RemoveAll(n.dir); rerr != nil && err == nil {
 		err = rerr
 	}

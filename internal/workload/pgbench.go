@@ -62,7 +62,8 @@ const (
 var setprivTool = Tool{Prog: "setpriv", Pkg: "util-linux"}
 
 // PgbenchInfo registers the pgbench driver: PostgreSQL in the server site,
-// pgbench through the datapath from the client site.
+// pgbench through the datapath from the client site. On pod sites both
+// run from the run's server image (see Pgbench.Run).
 func PgbenchInfo() Info {
 	return Info{
 		Name:    "pgbench",
@@ -77,7 +78,8 @@ func PgbenchInfo() Info {
 			{Name: "mode", Kind: scenario.KindString, Default: "select-only", Enum: []string{"select-only", "tpcb"}, List: true,
 				Doc: "select-only: one indexed SELECT per transaction (pgbench -S, the latency-sensitive read path); tpcb: pgbench's TPC-B-like script (3 UPDATEs, a SELECT and an INSERT)"},
 		},
-		New: func() Workload { return Pgbench{} },
+		New:  func() Workload { return Pgbench{} },
+		Pods: true,
 	}
 }
 
@@ -191,19 +193,19 @@ func postgresVersion(dir, glob string) []int {
 
 // Run implements Workload.
 func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
+	run, err := newPgbenchRun(env)
+	if err != nil {
+		return nil, err
+	}
+	if ps, ok := env.Server.(testbed.PodSite); ok {
+		return run.inPods(ctx, env, ps)
+	}
 	progs, err := findPostgres()
 	if err != nil {
 		return nil, err
 	}
-	clients := intParam(env.Params, "clients", 4)
-	jobs := min(intParam(env.Params, "jobs", 2), clients)
-	scale := intParam(env.Params, "scale", 1)
-	rate := floatParam(env.Params, "rate", 0)
-	script, ok := map[string]string{"select-only": "select-only", "tpcb": "tpcb-like"}[stringParam(env.Params, "mode", "select-only")]
-	if !ok {
-		return nil, fmt.Errorf("pgbench: mode %q (want select-only or tpcb)", env.Params["mode"])
-	}
-	srv, err := startPostgres(ctx, env, progs, max(100, int(clients)+10))
+
+	srv, err := startPostgres(ctx, env, progs, run)
 	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w", err)
 	}
@@ -212,25 +214,14 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	// loading the tables costs the same on every datapath and the datapath
 	// carries only the measured run.
 	if _, err := runToolClient(ctx, env.Server, testbed.Command{Name: "pgbench-init", Path: progs.pgbench,
-		Args: []string{"-i", "-q", "-s", strconv.FormatInt(scale, 10), "-h", srv.dir, "-p", strconv.Itoa(env.Port), "-U", postgresRole, postgresRole},
-		Env:  pgbenchEnv}, time.Minute+time.Duration(scale)*5*time.Second); err != nil {
+		Args: run.initArgs(srv.dir, env.Port), Env: pgbenchEnv}, run.initLimit()); err != nil {
 		return nil, fmt.Errorf("pgbench: %w", err)
 	}
 	logDir := filepath.Join(srv.dir, "log")
 	if err := os.Mkdir(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("pgbench: %w", err)
 	}
-	secs := wholeSeconds(env.Warmup+env.Duration+500*time.Millisecond, 1)
-	// -n: no vacuum before the run, the tables are fresh. Latency comes
-	// from the log, and with --rate pgbench logs it from each transaction's
-	// scheduled start, so it is corrected for coordinated omission.
-	args := []string{"-n", "-h", env.Target.Host, "-p", strconv.Itoa(env.Target.Port),
-		"-U", postgresRole, "-b", script, "-c", strconv.FormatInt(clients, 10), "-j", strconv.FormatInt(jobs, 10),
-		"-T", strconv.Itoa(secs), "-l", "--log-prefix=" + filepath.Join(logDir, "tx")}
-	if rate > 0 {
-		args = append(args, "-R", strconv.FormatFloat(rate, 'f', -1, 64))
-	}
-	args = append(args, postgresRole)
+	secs, args := run.clientArgs(env, filepath.Join(logDir, "tx"))
 	// The cluster is made, started and loaded: the measured window is
 	// pgbench's, a warmup after it starts (its first transaction begins
 	// after it connects: the window starts that much early).
@@ -246,7 +237,7 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w", err)
 	}
-	res, err := ParsePgbench(out, log, PgbenchWindow{Warmup: env.Warmup, Duration: env.Duration, Rate: rate})
+	res, err := ParsePgbench(out, log, PgbenchWindow{Warmup: env.Warmup, Duration: env.Duration, Rate: run.rate})
 	if err != nil {
 		if runErr != nil && !errors.Is(err, errToolReported) {
 			return nil, fmt.Errorf("pgbench: %w", runErr)
@@ -258,6 +249,74 @@ func (w Pgbench) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	return res, nil
 }
+
+// pgbenchRun is a trial's parameters.
+type pgbenchRun struct {
+	clients, jobs, scale int64
+	rate                 float64
+	// script is pgbench's built-in script (-b).
+	script string
+}
+
+func newPgbenchRun(env Env) (*pgbenchRun, error) {
+	r := &pgbenchRun{clients: intParam(env.Params, "clients", 4), scale: intParam(env.Params, "scale", 1), rate: floatParam(env.Params, "rate", 0)}
+	r.jobs = min(intParam(env.Params, "jobs", 2), r.clients)
+	var ok bool
+	if r.script, ok = map[string]string{"select-only": "select-only", "tpcb": "tpcb-like"}[stringParam(env.Params, "mode", "select-only")]; !ok {
+		return nil, fmt.Errorf("pgbench: mode %q (want select-only or tpcb)", env.Params["mode"])
+	}
+	return r, nil
+}
+
+// maxConns is the server's max_connections.
+func (r *pgbenchRun) maxConns() int { return max(100, int(r.clients)+10) }
+
+// initArgs are pgbench -i's arguments, through the unix socket in dir.
+func (r *pgbenchRun) initArgs(dir string, port int) []string {
+	return []string{"-i", "-q", "-s", strconv.FormatInt(r.scale, 10), "-h", dir, "-p", strconv.Itoa(port), "-U", postgresRole, postgresRole}
+}
+
+// initLimit bounds pgbench -i.
+func (r *pgbenchRun) initLimit() time.Duration {
+	return time.Minute + time.Duration(r.scale)*5*time.Second
+}
+
+// clientArgs are the measured pgbench's arguments, logging to files
+// named logPrefix.*, and the seconds it runs: the warmup plus the
+// duration, rounded up with at least half a second to spare.
+func (r *pgbenchRun) clientArgs(env Env, logPrefix string) (secs int, args []string) {
+	secs = wholeSeconds(env.Warmup+env.Duration+500*time.Millisecond, 1)
+	// -n: no vacuum before the run, the tables are fresh. Latency comes
+	// from the log, and with --rate pgbench logs it from each transaction's
+	// scheduled start, so it is corrected for coordinated omission.
+	args = []string{"-n", "-h", env.Target.Host, "-p", strconv.Itoa(env.Target.Port),
+		"-U", postgresRole, "-b", r.script, "-c", strconv.FormatInt(r.clients, 10), "-j", strconv.FormatInt(r.jobs, 10),
+		"-T", strconv.Itoa(secs), "-l", "--log-prefix=" + logPrefix}
+	if r.rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(r.rate, 'f', -1, 64))
+	}
+	return secs, append(args, postgresRole)
+}
+
+// postgresArgs are postgres's arguments: the benchmark's settings (see
+// startPostgres), its unix socket in dir.
+func (r *pgbenchRun) postgresArgs(data, dir string, port int) []string {
+	args := []string{"-D", data, "-p", strconv.Itoa(port)}
+	for _, kv := range []string{"listen_addresses=*", "unix_socket_directories=" + dir,
+		"max_connections=" + strconv.Itoa(r.maxConns()), "fsync=off", "synchronous_commit=off", "full_page_writes=off",
+		"dynamic_shared_memory_type=mmap"} {
+		args = append(args, "-c", kv)
+	}
+	return args
+}
+
+// initdbArgs are initdb's arguments.
+func initdbArgs(data string) []string {
+	return []string{"-D", data, "-U", postgresRole, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"}
+}
+
+// pgHBA trusts every connection: the sites' networks are the run's own.
+const pgHBA = "local all all trust\nhost all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
 
 // pgbenchEnv is added to pgbench's environment: no SSL or GSSAPI
 // negotiation (the server offers neither; asking costs a round trip per
@@ -291,7 +350,7 @@ type postgresServer struct {
 }
 
 // startPostgres makes a database cluster with initdb, in a temp dir made
-// by env, and starts postgres in env.Server on env.Port, on every address, with at most maxConns connections, and waits
+// by env, and starts postgres in env.Server on env.Port, on every address, with at most run.maxConns() connections, and waits
 // until it accepts connections. On error nothing is left behind.
 //
 // The cluster is a benchmark's: trust authentication for every address
@@ -301,7 +360,7 @@ type postgresServer struct {
 // swamp and vary with what the datapath adds; select-only writes nothing
 // either way. Dynamic shared memory lives in the data directory (mmap),
 // so a killed server leaves nothing in /dev/shm.
-func startPostgres(ctx context.Context, env Env, progs *postgresProgs, maxConns int) (_ *postgresServer, err error) {
+func startPostgres(ctx context.Context, env Env, progs *postgresProgs, run *pgbenchRun) (_ *postgresServer, err error) {
 	site, port := env.Server, env.Port
 	dir, err := env.mkdirTemp("pgbench")
 	if err != nil {
@@ -324,12 +383,10 @@ func startPostgres(ctx context.Context, env Env, progs *postgresProgs, maxConns 
 		argv = append(argv, args...)
 		return testbed.Command{Name: name, Path: argv[0], Args: argv[1:], Env: []string{"LC_ALL=C"}}
 	}
-	if _, err := runToolClient(ctx, site, cmd("initdb", progs.initdb, "-D", data, "-U", postgresRole, "-A", "trust",
-		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"), time.Minute); err != nil {
+	if _, err := runToolClient(ctx, site, cmd("initdb", progs.initdb, initdbArgs(data)...), time.Minute); err != nil {
 		return nil, err
 	}
-	hba := "local all all trust\nhost all all 0.0.0.0/0 trust\nhost all all ::/0 trust\n"
-	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(pgHBA), 0o600); err != nil {
 		return nil, err
 	}
 	if progs.asUser != nil {
@@ -337,29 +394,20 @@ func startPostgres(ctx context.Context, env Env, progs *postgresProgs, maxConns 
 			return nil, err
 		}
 	}
-	set := func(kv ...string) []string {
-		var out []string
-		for _, s := range kv {
-			out = append(out, "-c", s)
-		}
-		return out
-	}
-	args := append([]string{"-D", data, "-p", strconv.Itoa(port)}, set("listen_addresses=*", "unix_socket_directories="+dir,
-		"max_connections="+strconv.Itoa(maxConns), "fsync=off", "synchronous_commit=off", "full_page_writes=off",
-		"dynamic_shared_memory_type=mmap")...)
-	if s.proc, err = startToolServer(ctx, site, cmd("postgres", progs.postgres, args...), port); err != nil {
+	if s.proc, err = startToolServer(ctx, site, cmd("postgres", progs.postgres, run.postgresArgs(data, dir, port)...), port); err != nil {
 		return nil, err
 	}
-	return s, waitPostgresReady(ctx, s.proc, filepath.Join(data, "postmaster.pid"), 30*time.Second)
+	return s, waitPostgresReady(ctx, s.proc, func() ([]byte, error) { return os.ReadFile(filepath.Join(data, "postmaster.pid")) }, 30*time.Second)
 }
 
-// waitPostgresReady waits until the status line of postmaster.pid reads
-// "ready" (postgres listens before it has finished starting up, and
-// refuses connections until then), p exits, ctx ends or limit passes.
-func waitPostgresReady(ctx context.Context, p testbed.Process, pidFile string, limit time.Duration) error {
+// waitPostgresReady waits until the status line of postmaster.pid (read
+// by pidFile) reads "ready" (postgres listens before it has finished
+// starting up, and refuses connections until then), p exits, ctx ends or
+// limit passes.
+func waitPostgresReady(ctx context.Context, p testbed.Process, pidFile func() ([]byte, error), limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
-		if b, err := os.ReadFile(pidFile); err == nil {
+		if b, err := pidFile(); err == nil {
 			if lines := strings.Split(string(b), "\n"); len(lines) > 7 && strings.TrimSpace(lines[7]) == "ready" {
 				return nil
 			}

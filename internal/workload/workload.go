@@ -118,9 +118,11 @@ type Info struct {
 	Params []scenario.Field
 	// New makes the workload.
 	New func() Workload
-	// Pods marks a workload that runs on Kubernetes sites: it starts only
+	// Pods marks a workload that runs on Kubernetes sites: it starts
 	// `spanperf agent` (testbed.Command.Agent), which the agent image
-	// holds. The others need programs on the controller's machine and run
-	// only on local sites.
+	// holds, or programs of the run's server image in the pods' server
+	// containers (testbed.Command.Server; http's nginx, pgbench). The
+	// others need programs on the controller's machine and run only on
+	// local sites.
 	Pods bool
 }

@@ -100,7 +100,12 @@ type Spec struct {
 	Sites []SiteSpec
 	// Image is the agent image (spanperf at /spanperf).
 	Image string
-	// PullPolicy of the agent image; default IfNotPresent.
+	// ServerImage, when not empty, is the image of each agent pod's second
+	// container, ServerContainer, where commands with Server set run
+	// (nginx, PostgreSQL); any image does, with or without a shell: an
+	// init container copies the agent into it (ServerAgentPath).
+	ServerImage string
+	// PullPolicy of the agent image and the server image; default IfNotPresent.
 	PullPolicy corev1.PullPolicy
 	// Shape is what the datapath asks of namespaces and pods.
 	Shape PodShape

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,6 +405,89 @@ func TestBadImage(t *testing.T) {
 	t.Logf("ctx cancelled: %.1fs: %v", time.Since(t0).Seconds(), err)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("New when ctx ends: %v, want context.Canceled", err)
+	}
+	noNamespace(t, env, run)
+}
+
+// TestServerContainer: with a server image the pod's server container
+// runs a program of that image (by PATH), with a file the agent wrote
+// there, in the pod's one network namespace, and a program the image
+// lacks fails naming the image, the pod and the container; a server
+// image that cannot be pulled fails New naming the server container.
+// Each leaves nothing.
+func TestServerContainer(t *testing.T) {
+	env := kubetest.Clusters(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := kubetest.RunID("kserver-srv-")
+	// The agent image as the server image: it has /spanperf, in PATH=/.
+	tb, err := kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ServerImage: env.Image, Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := tb.KubeSites()[0]
+	write := testbed.Command{Name: "write", Agent: true, Server: true, Args: []string{"agent", "write", "/tmp/x/hello"}, Stdin: strings.NewReader("hi\n")}
+	p, err := site.Exec(ctx, write)
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	var out strings.Builder
+	p, err = site.Exec(ctx, testbed.Command{Name: "cat", Path: "spanperf", Server: true, Args: []string{"agent", "cat", "/tmp/x/hello"}, Stdout: &out})
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil || out.String() != "hi\n" {
+		t.Errorf("cat by PATH in the server container: %q, %v", out.String(), err)
+	}
+	// The server container's CPU, by its cgroup (`agent cpu`), against
+	// a known cost: `agent burn` of 0.5 cores for 3 s there.
+	cpu := func() float64 {
+		var out strings.Builder
+		p, err := site.Exec(ctx, testbed.Command{Name: "cpu", Agent: true, Server: true, Args: []string{"agent", "cpu"}, Stdout: &out})
+		if err == nil {
+			err = p.Wait()
+		}
+		v, perr := strconv.ParseFloat(strings.TrimSpace(out.String()), 64)
+		if err != nil || perr != nil {
+			t.Fatalf("agent cpu: %q, %v, %v", out.String(), err, perr)
+		}
+		return v
+	}
+	c0 := cpu()
+	p, err = site.Exec(ctx, testbed.Command{Name: "burn", Agent: true, Server: true, Args: []string{"agent", "burn", "--cores", "0.5", "--duration", "3s"}})
+	if err == nil {
+		err = p.Wait()
+	}
+	if err != nil {
+		t.Fatalf("burn: %v", err)
+	}
+	if used := cpu() - c0; used < 1.35 || used > 1.7 {
+		t.Errorf("server container's cgroup: %.3f CPU seconds over a burn of 0.5 cores × 3 s, want 1.5 (-10%%, +13%% for the execs)", used)
+	} else {
+		t.Logf("server container's cgroup: %.3f CPU seconds over a burn of 0.5 cores × 3 s", used)
+	}
+	p, err = site.Exec(ctx, testbed.Command{Name: "nginx", Path: "nginx", Server: true})
+	if err == nil {
+		err = p.Wait()
+	}
+	want := "nginx: not found in image " + env.Image + " (context " + site.Clients().Context + ": pod " + kube.Namespace(run) + "/agent-a, container server)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a program the image lacks: %v, want %q", err, want)
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	noNamespace(t, env, run)
+
+	run = kubetest.RunID("kserver-badsrv-")
+	_, err = kube.New(ctx, kube.Spec{Run: run, Image: env.Image, ServerImage: "127.0.0.1:1/spanperf/none:none", ReadyTimeout: time.Minute,
+		Sites: []kube.SiteSpec{env.Site("a", 0)}})
+	t.Logf("bad server image: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "container server: ErrImagePull") && !strings.Contains(err.Error(), "container server: ImagePullBackOff") {
+		t.Errorf("bad server image: %v, want the server container's pull error", err)
 	}
 	noNamespace(t, env, run)
 }

@@ -34,17 +34,26 @@ const (
 // not running (agent.SignalNotRunning).
 const statusNotRunning = 3
 
-// Exec runs cmd (cmd.Agent must be set) in the site's agent pod, as
-// `/spanperf agent run --pidfile F -- ARGS`, so that Stop can signal it.
+// statusNotFound is `agent run`'s exit status for a program not in the
+// image's PATH (agent.RunNotFound).
+const statusNotFound = 127
+
+// Exec runs cmd in the site's agent pod, as `/spanperf agent run
+// --pidfile F -- ARGS`, so that Stop can signal it: with cmd.Agent in the
+// agent container; with cmd.Server in the server container (from
+// Spec.ServerImage), through the agent copied there, which execs
+// cmd.Path from the image's PATH (`--prog`) unless cmd.Agent is set too.
+// A program the image lacks fails naming it, the image, the pod and the
+// container.
 // ctx bounds only the start; the stream lives until the process exits or
 // Stop. cmd.Stdout and cmd.Stderr are streamed; with Stderr nil, its last
 // lines are kept for Tail and for Wait's error.
 func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, error) {
-	if !cmd.Agent {
+	switch {
+	case cmd.Server && s.tb.spec.ServerImage == "":
+		return nil, fmt.Errorf("site %s is a pod without a server container: name the image of %s with server_image: in the scenario (or --server-image)", s.Name(), cmd.Path)
+	case !cmd.Agent && !cmd.Server:
 		return nil, fmt.Errorf("site %s is a pod: it runs only the spanperf agent, not %s", s.Name(), cmd.Path)
-	}
-	if cmd.Stdin != nil {
-		return nil, fmt.Errorf("site %s is a pod: %s cannot be given standard input", s.Name(), cmd.Name)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -56,13 +65,21 @@ func (s *Site) Exec(ctx context.Context, cmd testbed.Command) (testbed.Process, 
 	p := &podProcess{
 		site: s, name: name + "@" + s.Name(), done: make(chan struct{}),
 		pidfile: fmt.Sprintf("/tmp/spanperf-%d.pid", s.tb.seq.Add(1)),
-		stdout:  cmd.Stdout, stderr: cmd.Stderr,
+		stdin:   cmd.Stdin, stdout: cmd.Stdout, stderr: cmd.Stderr,
+		server: cmd.Server,
 	}
 	if p.stderr == nil {
 		p.tail = testbed.NewTail(4096)
 		p.stderr = p.tail
 	}
 	argv := []string{AgentPath, "agent", "run", "--pidfile", p.pidfile}
+	if cmd.Server {
+		argv[0] = ServerAgentPath
+		if !cmd.Agent {
+			p.prog = cmd.Path
+			argv = append(argv, "--prog", cmd.Path)
+		}
+	}
 	for _, e := range cmd.Env {
 		argv = append(argv, "--env", e)
 	}
@@ -95,9 +112,14 @@ type podProcess struct {
 	name           string
 	pidfile        string
 	argv           []string
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	tail           *testbed.TailBuffer
-	cancel         context.CancelFunc
+	// server: the process runs in the server container; prog is the
+	// program `agent run` looks up there ("" for the agent itself).
+	server bool
+	prog   string
+	cancel context.CancelFunc
 
 	done     chan struct{}
 	err      error
@@ -110,7 +132,10 @@ func (p *podProcess) run(ctx context.Context) {
 	defer close(p.done)
 	defer p.cancel()
 	c := p.site.cl.clients
-	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), AgentContainer, p.argv, nil, p.stdout, p.stderr)
+	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), container(p.server), p.argv, p.stdin, p.stdout, p.stderr)
+	if code, ok := ExitStatus(err); ok && code == statusNotFound && p.prog != "" {
+		err = fmt.Errorf("%s: not found in image %s (%s): %w", p.prog, p.site.ServerImage(), p.site.Where(true), err)
+	}
 	if err != nil {
 		msg := p.name + ": " + err.Error()
 		if p.tail != nil && p.tail.Len() > 0 {
@@ -158,7 +183,7 @@ func (s *Site) podTrouble() string {
 	}
 	for i, cs := range pod.Status.ContainerStatuses {
 		if i < len(s.pod.Status.ContainerStatuses) && cs.RestartCount > s.pod.Status.ContainerStatuses[i].RestartCount {
-			w := "agent container restarted"
+			w := cs.Name + " container restarted"
 			if t := cs.LastTerminationState.Terminated; t != nil {
 				w += ": " + terminated(cs.Name, t)
 			}
@@ -239,8 +264,12 @@ func (p *podProcess) signal(sig syscall.Signal) error {
 	defer cancel()
 	var stderr bytes.Buffer
 	c := p.site.cl.clients
-	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), AgentContainer,
-		[]string{AgentPath, "agent", "signal", "--pidfile", p.pidfile, "--signal", name, "--wait", pidfileWait.String()},
+	bin := AgentPath
+	if p.server {
+		bin = ServerAgentPath
+	}
+	err := c.Exec(ctx, p.site.Namespace(), podName(p.site.Name()), container(p.server),
+		[]string{bin, "agent", "signal", "--pidfile", p.pidfile, "--signal", name, "--wait", pidfileWait.String()},
 		nil, nil, &stderr)
 	if code, ok := ExitStatus(err); ok && code == statusNotRunning {
 		return nil

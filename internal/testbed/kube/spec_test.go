@@ -127,3 +127,35 @@ func TestVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestPodForServerImage: with a server image the pod gets a second
+// container from it, which sleeps through the agent copied into an
+// emptyDir by an init container from the agent image, and shares /tmp
+// with the agent's; without one, the pod has the agent's container alone.
+func TestPodForServerImage(t *testing.T) {
+	spec := Spec{Run: "r1", Image: "img", ServerImage: "srv", PullPolicy: corev1.PullNever}
+	p := PodFor(spec, SiteSpec{Name: "west"})
+	if len(p.Spec.Containers) != 2 || len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("containers %d, init containers %d, want 2 and 1", len(p.Spec.Containers), len(p.Spec.InitContainers))
+	}
+	ini, srv := p.Spec.InitContainers[0], p.Spec.Containers[1]
+	mounts := func(c corev1.Container) map[string]string {
+		m := map[string]string{}
+		for _, v := range c.VolumeMounts {
+			m[v.Name] = v.MountPath
+		}
+		return m
+	}
+	switch {
+	case ini.Name != CopyContainer || ini.Image != "img" || strings.Join(ini.Command, " ") != "/spanperf agent write --mode 0755 --from /spanperf "+ServerAgentPath:
+		t.Errorf("init container %+v", ini)
+	case srv.Name != ServerContainer || srv.Image != "srv" || srv.ImagePullPolicy != corev1.PullNever || strings.Join(srv.Command, " ") != ServerAgentPath+" agent sleep":
+		t.Errorf("server container %+v", srv)
+	case mounts(ini)["agent-bin"] != "/.spanperf" || mounts(srv)["agent-bin"] != "/.spanperf" || mounts(srv)["tmp"] != "/tmp" || mounts(p.Spec.Containers[0])["tmp"] != "/tmp":
+		t.Errorf("mounts: init %v, server %v, agent %v", mounts(ini), mounts(srv), mounts(p.Spec.Containers[0]))
+	}
+	spec.ServerImage = ""
+	if p := PodFor(spec, SiteSpec{Name: "west"}); len(p.Spec.Containers) != 1 || len(p.Spec.InitContainers) != 0 {
+		t.Errorf("without a server image: %d containers, %d init containers", len(p.Spec.Containers), len(p.Spec.InitContainers))
+	}
+}

@@ -32,6 +32,16 @@ const (
 	AgentContainer = "agent"
 	// AgentPath is the spanperf binary in the agent image.
 	AgentPath = "/spanperf"
+	// ServerContainer is the agent pods' second container, from
+	// Spec.ServerImage, when there is one.
+	ServerContainer = "server"
+	// ServerAgentPath is the copy of the agent in the server container,
+	// in an emptyDir the init container CopyContainer fills.
+	ServerAgentPath = serverAgentDir + "/spanperf"
+	// CopyContainer is the init container that copies the agent for the
+	// server container.
+	CopyContainer  = "copy-agent"
+	serverAgentDir = "/.spanperf"
 )
 
 // Defaults.
@@ -298,6 +308,26 @@ func PodFor(spec Spec, site SiteSpec) *corev1.Pod {
 			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
+	if spec.ServerImage != "" {
+		// The server container shares /tmp with the agent's and runs the
+		// agent's sleep and `agent run`, copied in, so that any image does.
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "agent-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		bin := corev1.VolumeMount{Name: "agent-bin", MountPath: serverAgentDir}
+		pod.Spec.InitContainers = []corev1.Container{{
+			Name:            CopyContainer,
+			Image:           spec.Image,
+			ImagePullPolicy: spec.PullPolicy,
+			Command:         []string{AgentPath, "agent", "write", "--mode", "0755", "--from", AgentPath, ServerAgentPath},
+			VolumeMounts:    []corev1.VolumeMount{bin},
+		}}
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name:            ServerContainer,
+			Image:           spec.ServerImage,
+			ImagePullPolicy: spec.PullPolicy,
+			Command:         []string{ServerAgentPath, "agent", "sleep"},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}, bin},
+		})
+	}
 	if spec.Shape.HostNetwork {
 		pod.Spec.HostNetwork = true
 		pod.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
@@ -510,7 +540,7 @@ type Site struct {
 	pod  *corev1.Pod
 }
 
-var _ testbed.Site = (*Site)(nil)
+var _ testbed.PodSite = (*Site)(nil)
 
 // Name implements testbed.Site.
 func (s *Site) Name() string { return s.spec.Name }
@@ -527,6 +557,24 @@ func (s *Site) Namespace() string { return Namespace(s.tb.spec.Run) }
 // Pod is the site's agent pod as it was when Ready (IP, host IP, node,
 // UID). Do not modify it.
 func (s *Site) Pod() *corev1.Pod { return s.pod }
+
+// ServerImage implements testbed.PodSite: the run's server image, or "".
+func (s *Site) ServerImage() string { return s.tb.spec.ServerImage }
+
+// Where implements testbed.PodSite: "context C: pod NS/NAME, container
+// agent" (or server).
+func (s *Site) Where(server bool) string {
+	return fmt.Sprintf("context %s: pod %s/%s, container %s", s.cl.clients.Context, s.Namespace(), podName(s.Name()), container(server))
+}
+
+// container is the agent pod's container that runs a command with the
+// given Server setting.
+func container(server bool) string {
+	if server {
+		return ServerContainer
+	}
+	return AgentContainer
+}
 
 // Selector is the label set that selects exactly this site's agent pod
 // (for a Service).

@@ -100,10 +100,21 @@ func podState(pod *corev1.Pod) (state string, fatal bool) {
 			return state, fatal
 		}
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
+	// An init container that exited 0 has done its work.
+	var statuses []corev1.ContainerStatus
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t == nil || t.ExitCode != 0 {
+			statuses = append(statuses, cs)
+		}
+	}
+	for _, cs := range append(statuses, pod.Status.ContainerStatuses...) {
 		switch {
 		case cs.State.Waiting != nil && cs.State.Waiting.Reason != "":
 			w := cs.State.Waiting
+			if cs.Name != AgentContainer {
+				// The server image or the init container: say which.
+				state += ": container " + cs.Name
+			}
 			state += ": " + w.Reason
 			if w.Message != "" {
 				state += ": " + w.Message
