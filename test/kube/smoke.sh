@@ -58,7 +58,7 @@ done
 # testbed, the exposure adapters and runs end to end. KUBE_GO_TESTS="" skips them.
 for K in "$K1" "$K2"; do "$K" delete pod agent --wait=false >/dev/null; done
 export SPANPERF_KUBECONFIG=$STATE/c1/kubeconfig:$STATE/c2/kubeconfig SPANPERF_KUBE_CONTEXTS=spk1,spk2
-export SPANPERF_KUBE_IMAGE=$AGENT_IMAGE SPANPERF_KUBE_PAUSE_IMAGE=$PAUSE_IMAGE
+export SPANPERF_KUBE_IMAGE=$AGENT_IMAGE SPANPERF_KUBE_PAUSE_IMAGE=$PAUSE_IMAGE SPANPERF_KUBE_SERVER_IMAGE=${SERVER_IMAGE:-spanperf.local/server:test}
 KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/... ./internal/datapath/kubedp/... ./internal/probe/nodeprobe/... ./internal/metricsapi/... 2>/dev/null | tr '\n' ' ')}
 if [ -n "$KUBE_GO_TESTS" ]; then
   T=$(ts)

@@ -25,6 +25,8 @@ make -s -C "$REPO" image IMAGE_TAG="$AGENT_IMAGE" >/dev/null
 cp "$REPO/bin/spanperf.tar" "$IMAGES/spanperf.tar"
 CGO_ENABLED=0 go build -C "$REPO" -trimpath -ldflags "-s -w" -o "$STATE/pause" ./test/kube/pause
 "$REPO/bin/spanperf-static" image --binary "$STATE/pause" --tag "$PAUSE_IMAGE" -o "$IMAGES/pause.tar" >/dev/null
+# the server image of the nginx and PostgreSQL tests in pods (server_image:), from the host's packages
+OUT=$IMAGES/server.tar "$HERE/server-image.sh" >/dev/null
 T3=$(ts)
 sysctl -qw net.ipv4.ip_forward=1   # the host routes between the clusters' pod ranges; down.sh restores it
 "$HERE/cluster-up.sh" 1
