@@ -70,3 +70,44 @@ warmup: 100ms
 		}
 	}
 }
+
+// TestFanInKnownAnswer: clients in a and b at once against c, over links
+// the emulator limits to 20 and 60 Mbit/s: each client gets its link's
+// rate (of which 1448/1514 is payload), the aggregate is their sum, and
+// Jain's index of shares 1:3 is 16/20 = 0.8.
+func TestFanInKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: fanin
+sites: 3
+datapaths: [native]
+wan:
+  emulator: userspace
+  links:
+    - {between: [a, c], rate: 20mbit}
+    - {between: [b, c], rate: 60mbit}
+workloads:
+  - type: stream
+    client_site: "a+b"
+    server_site: c
+repetitions: 2
+duration: 3s
+warmup: 2s
+`)
+	const payload = 1448.0 / 1514
+	a := medianOf(t, recs, "client_site", "a+b", results.For(results.ThroughputBPS, "a"))
+	b := medianOf(t, recs, "client_site", "a+b", results.For(results.ThroughputBPS, "b"))
+	sum := medianOf(t, recs, "client_site", "a+b", results.ThroughputBPS)
+	jain := medianOf(t, recs, "client_site", "a+b", results.JainFairness)
+	t.Logf("a %.1f Mbit/s, b %.1f Mbit/s, sum %.1f, Jain %.3f", a/1e6, b/1e6, sum/1e6, jain)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"a", a, 20e6 * payload}, {"b", b, 60e6 * payload}, {"sum", sum, 80e6 * payload}} {
+		if c.got < 0.95*c.want || c.got > 1.03*c.want {
+			t.Errorf("%s: %.2f Mbit/s, want %.2f (−5%%, +3%%)", c.name, c.got/1e6, c.want/1e6)
+		}
+	}
+	if jain < 0.77 || jain > 0.83 {
+		t.Errorf("Jain's index %.3f, want 0.8 ± 0.03", jain)
+	}
+}

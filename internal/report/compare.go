@@ -55,7 +55,7 @@ func MetricDirection(metric string) Direction {
 		metric = metric[:i]
 	}
 	switch metric {
-	case results.Sustained:
+	case results.Sustained, results.JainFairness:
 		return HigherIsBetter
 	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate,
 		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:

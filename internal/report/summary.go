@@ -51,13 +51,13 @@ var headlineMetrics = map[string][]string{
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of
-// its records carries them (runs with the CPU probe): the datapath's own
+// its records carries them: a fan-in's fairness; with the CPU probe, the datapath's own
 // processes, then the whole path's cost per unit of work and, for paced
 // points, its cores over the baseline's (see withOverBaseline).
 var costMetrics = map[string][]string{
-	"stream": {results.CPUCoresDatapath, results.CPUSecondsPerGigabyte},
-	"rr":     {results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
-	"crr":    {results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
+	"stream": {results.JainFairness, results.CPUCoresDatapath, results.CPUSecondsPerGigabyte},
+	"rr":     {results.JainFairness, results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
+	"crr":    {results.JainFairness, results.CPUCoresDatapath, results.CPUMicrosPerTransaction, results.CPUCoresOverBaseline},
 }
 
 // fallbackCostMetrics follow the headline metrics of any other workload

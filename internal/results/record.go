@@ -192,6 +192,11 @@ const (
 // "limit.KEY.cpu", its value the limit in cores (float64).
 func CPULimitParam(key string) string { return "limit." + key + ".cpu" }
 
+// JainFairness is Jain's fairness index of the clients' rates in a fan-in
+// trial: (Σx)² / (n·Σx²), 1 when every client gets the same, 1/n when one
+// gets everything.
+const JainFairness = "jain_fairness"
+
 // Metrics of tunnel-up, in seconds: how long the datapath's setup took
 // (until it returned), how long from its start until the first transaction
 // through it succeeded, and how long its teardown took; and how many

@@ -188,6 +188,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	}
 	for _, t := range todo {
 		client, server, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
+		fanIn := fanInAt(tb, link, agent.DefaultPort, t.Point.Params)
 		p.begin(t)
 		var rec results.Record
 		if werr := shapeWAN(ctx, s, tb, t.Point.Params); werr != nil {
@@ -195,7 +196,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			rec.End, rec.Error = time.Now(), werr.Error()
 		} else {
 			rec = size(o, t, func(measure workload.MeasureFunc) results.Record {
-				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target)
+				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target, fanIn)
 			})
 		}
 		if ctx.Err() != nil {
@@ -242,8 +243,9 @@ func EndpointsAt(tb testbed.Testbed, link *datapath.Link, port int, params resul
 func siteIndexes(tb testbed.Testbed, params results.Params) (ci, si int) {
 	sites := tb.Sites()
 	ci, si = 0, len(sites)-1
+	first, _, _ := strings.Cut(fmt.Sprint(params[scenario.ClientParam]), "+")
 	for i, st := range sites {
-		if params[scenario.ClientParam] == st.Name() {
+		if first == st.Name() {
 			ci = i
 		}
 		if params[scenario.ServerParam] == st.Name() {
@@ -251,6 +253,23 @@ func siteIndexes(tb testbed.Testbed, params results.Params) (ci, si int) {
 		}
 	}
 	return ci, si
+}
+
+// fanInAt lists the client sites of a fan-in point (client_site "a+b+c")
+// with what each dials; nil for a point with one client.
+func fanInAt(tb testbed.Testbed, link *datapath.Link, port int, params results.Params) []workload.FanInClient {
+	names := strings.Split(fmt.Sprint(params[scenario.ClientParam]), "+")
+	if len(names) < 2 {
+		return nil
+	}
+	var out []workload.FanInClient
+	for _, n := range names {
+		p := maps.Clone(params)
+		p[scenario.ClientParam] = n
+		c, _, target := EndpointsAt(tb, link, port, p)
+		out = append(out, workload.FanInClient{Site: c, Target: target})
+	}
+	return out
 }
 
 // gatewayNodes returns the node namespaces behind local sites ci and si of
@@ -284,7 +303,7 @@ const trialSlack = 30 * time.Second
 //
 // On Kubernetes sites, np (nil without probe: node) runs the node probes
 // over the window; else ma (nil with prometheus:) reads the metrics API.
-func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, ma *metricsAPI, client, server testbed.Site, target testbed.Target) results.Record {
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, ma *metricsAPI, client, server testbed.Site, target testbed.Target, fanIn []workload.FanInClient) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -302,6 +321,11 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		MkdirTemp: ledger.MkdirTemp,
 	}
 	w := winfo.New()
+	if _, ok := w.(workload.FanInRunner); len(fanIn) > 1 && !ok {
+		rec.Error = fmt.Sprintf("%s: runs one client; a client_site with several sites (%v) is for stream, rr and crr", t.Point.Workload, t.Point.Params[scenario.ClientParam])
+		return rec
+	}
+	env.FanIn = fanIn
 	limit := s.Warmup + s.Duration
 	tl, steps := w.(workload.TrialLimiter)
 	if steps {

@@ -491,7 +491,7 @@ const (
 
 // SiteFields are the fields of ClientParam and ServerParam.
 var SiteFields = []Field{
-	{Name: ClientParam, Kind: KindString, List: true, Doc: "the site the client runs in (default: the first)"},
+	{Name: ClientParam, Kind: KindString, List: true, Doc: `the site the client runs in (default: the first); "a+b+c": a client in each at once against the one server (fan-in: stream, rr, crr)`},
 	{Name: ServerParam, Kind: KindString, List: true, Doc: "the site the server runs in (default: the last)"},
 }
 
@@ -530,8 +530,20 @@ func (s *Scenario) siteProblems(path string, w WorkloadSpec) []problem {
 	}
 	for _, k := range []string{ClientParam, ServerParam} {
 		for j, v := range w.Params[k] {
-			if n, _ := v.(string); !slices.Contains(names, n) {
-				ps = append(ps, problem{subject: elemKey(join(path, k), j, len(w.Params[k])), msg: fmt.Sprintf("%q is not a site (sites: %s)", n, strings.Join(names, ", "))})
+			ek := elemKey(join(path, k), j, len(w.Params[k]))
+			v, _ := v.(string)
+			parts := strings.Split(v, "+")
+			if k == ServerParam && len(parts) > 1 {
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q: a trial has one server (several clients: client_site: \"a+b\")", v)})
+				continue
+			}
+			for i, n := range parts {
+				switch {
+				case !slices.Contains(names, n):
+					ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q is not a site (sites: %s)", n, strings.Join(names, ", "))})
+				case slices.Index(parts, n) < i:
+					ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q names site %s twice", v, n)})
+				}
 			}
 		}
 	}
@@ -547,8 +559,8 @@ func (s *Scenario) siteProblems(path string, w WorkloadSpec) []problem {
 		if v, ok := pt.Params[ServerParam].(string); ok {
 			sv = v
 		}
-		if c == sv {
-			ps = append(ps, problem{subject: path, msg: fmt.Sprintf("point %q puts the client and the server in site %s: they must be two sites", pt.Params.Key(), c)})
+		if slices.Contains(strings.Split(c, "+"), sv) {
+			ps = append(ps, problem{subject: path, msg: fmt.Sprintf("point %q puts a client and the server in site %s: they must be two sites", pt.Params.Key(), sv)})
 		}
 	}
 	return ps

@@ -89,6 +89,9 @@ var flagNames = map[string]string{
 }
 
 func (w *agentWorkload) Run(ctx context.Context, env Env) (*Result, error) {
+	if len(env.FanIn) > 1 {
+		return w.runFanIn(ctx, env)
+	}
 	srv, err := StartAgentServer(ctx, env.Server, env.Port)
 	if err != nil {
 		return nil, err
@@ -310,4 +313,104 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// FanIn marks agentWorkload as a FanInRunner.
+func (w *agentWorkload) FanIn() {}
+
+var _ FanInRunner = (*agentWorkload)(nil)
+
+// headlineRate is the rate metric a fan-in trial sums and compares.
+var headlineRate = map[string]string{
+	"stream": results.ThroughputBPS,
+	"rr":     results.TransactionsPerS,
+	"crr":    results.ConnectionsPerS,
+}
+
+// additive metrics of the agent's client are summed over a fan-in's
+// clients; the others (latencies) are kept per client only.
+var additive = map[string]bool{
+	results.ThroughputBPS: true, results.TransactionsPerS: true, results.ConnectionsPerS: true,
+	results.Retransmits: true, "bytes": true, "transactions": true, "cpu_seconds_client": true,
+	results.Errors: true, results.Timeouts: true, results.Late: true,
+}
+
+// runFanIn runs the agent's client in every site of env.FanIn at once,
+// against one server, over one measured window. The record gets the sum
+// of each additive metric, every client's metrics as METRIC{SITE}, and
+// Jain's index of the clients' rates; a latency over all clients is
+// missing (each client's is there), since percentiles do not add.
+func (w *agentWorkload) runFanIn(ctx context.Context, env Env) (*Result, error) {
+	srv, err := StartAgentServer(ctx, env.Server, env.Port)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop(time.Second)
+	type out struct {
+		site string
+		buf  testbed.SyncBuffer
+		proc testbed.Process
+	}
+	outs := make([]*out, len(env.FanIn))
+	env.measure(env.Warmup, env.Duration)
+	for i, c := range env.FanIn {
+		args := []string{"client", "--mode", w.mode, "--target", c.Target.String(),
+			"--duration", env.Duration.String(), "--warmup", env.Warmup.String()}
+		for k, v := range env.Params {
+			if f, ok := flagNames[k]; ok {
+				args = append(args, f, results.FormatValue(v))
+			}
+		}
+		o := &out{site: c.Site.Name()}
+		cmd := agent.Command("agent-client", args...)
+		cmd.Stdout = &o.buf
+		if o.proc, err = c.Site.Exec(ctx, cmd); err != nil {
+			for _, prev := range outs[:i] {
+				prev.proc.Stop(time.Second)
+			}
+			return nil, fmt.Errorf("%s client in %s: %w", w.mode, o.site, err)
+		}
+		outs[i] = o
+	}
+	srvCPU := watchCPU(srv, env.Warmup, env.Duration)
+	defer srvCPU.stop()
+	metrics := map[string]float64{}
+	missing := map[string]string{}
+	var rates []float64
+	rate := headlineRate[w.mode]
+	var errs []error
+	for _, o := range outs {
+		if err := waitProcess(ctx, o.proc, env.Warmup+env.Duration+30*time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("%s client in %s: %w", w.mode, o.site, err))
+			continue
+		}
+		var res agent.Result
+		if err := json.Unmarshal(o.buf.Bytes(), &res); err != nil || res.Error != "" {
+			errs = append(errs, fmt.Errorf("%s client in %s: %v%s", w.mode, o.site, err, res.Error))
+			continue
+		}
+		for m, v := range res.Metrics {
+			metrics[results.For(m, o.site)] = v
+			if additive[m] {
+				metrics[m] += v
+			} else {
+				missing[m] = "fan-in: per client only (" + results.For(m, "SITE") + "): percentiles of several clients do not add"
+			}
+		}
+		rates = append(rates, res.Metrics[rate])
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var sum, sq float64
+	for _, x := range rates {
+		sum, sq = sum+x, sq+x*x
+	}
+	if sq > 0 {
+		metrics[results.JainFairness] = sum * sum / (float64(len(rates)) * sq)
+	}
+	if secs, ok := srvCPU.seconds(); ok {
+		metrics[results.CPUSecondsServer] = secs
+	}
+	return &Result{Metrics: metrics, Missing: missing}, nil
 }

@@ -23,6 +23,11 @@ type Env struct {
 	// datapath under test: an address, or a name resolved in the client's
 	// site.
 	Target testbed.Target
+	// FanIn, when it has more than one entry, asks for one client in each
+	// of these sites at once against the one server, each dialling its own
+	// target (Client and Target are the first's). Only a FanInRunner can;
+	// the runner fails the trial of any other workload.
+	FanIn []FanInClient
 	// Params is the matrix point.
 	Params results.Params
 	// Duration is the measured time; Warmup runs before it, not counted.
@@ -41,6 +46,20 @@ type Env struct {
 	// ([a-z0-9-]) names what it holds. Run removes it when done. nil means
 	// os.MkdirTemp in the system's temp dir, unrecorded.
 	MkdirTemp func(kind string) (string, error)
+}
+
+// FanInClient is one client site of a fan-in trial and what it dials.
+type FanInClient struct {
+	Site   testbed.Site
+	Target testbed.Target
+}
+
+// FanInRunner is a workload that runs Env.FanIn: its Run starts a client
+// in every site listed, and its Result has the aggregate rate, each
+// client's (METRIC{SITE}) and results.JainFairness.
+type FanInRunner interface {
+	Workload
+	FanIn()
 }
 
 // MeasureFunc is told when a workload's measured window begins (delay
