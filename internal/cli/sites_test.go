@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/spanperf/spanperf/internal/results"
@@ -109,5 +110,75 @@ warmup: 2s
 	}
 	if jain < 0.77 || jain > 0.83 {
 		t.Errorf("Jain's index %.3f, want 0.8 ± 0.03", jain)
+	}
+}
+
+// TestSitesSweep: sites: [2, 4] gives each count a testbed of its own
+// (rr runs from a to the last site of each), and the records of a
+// datapath with processes carry their idle cost per site: mtls-relay's
+// HAProxy per site is resident whatever the count, so its RSS per site
+// stays within a factor of 1.5 from 2 to 4 sites.
+func TestSitesSweep(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: scale
+sites: [2, 4]
+datapaths: [native, mtls-relay]
+workloads:
+  - type: rr
+repetitions: 1
+duration: 500ms
+warmup: 100ms
+`)
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4", len(recs))
+	}
+	rss := map[float64]float64{}
+	for _, r := range recs {
+		n := r.Params["sites"]
+		setup := r.Metrics["datapath_setup_s"]
+		t.Logf("%s sites=%v: setup %.1f ms, idle %.4f cores and %.1f MiB per site, rr %.0f/s", r.Datapath, n, setup*1e3,
+			r.Metrics["idle_cpu_cores_per_site"], r.Metrics["idle_rss_bytes_per_site"]/(1<<20), r.Metrics[results.TransactionsPerS])
+		if setup <= 0 || r.Metrics[results.TransactionsPerS] <= 0 {
+			t.Errorf("%s sites=%v: setup %v, rr %v", r.Datapath, n, setup, r.Metrics[results.TransactionsPerS])
+		}
+		if r.Datapath == "mtls-relay" {
+			rss[n.(float64)] = r.Metrics["idle_rss_bytes_per_site"]
+		}
+	}
+	if rss[2] <= 0 || rss[4] <= 0 || rss[4] > 1.5*rss[2] || rss[2] > 1.5*rss[4] {
+		t.Errorf("mtls-relay idle RSS per site: %v at 2 sites, %v at 4", rss[2], rss[4])
+	}
+}
+
+// TestSitesSweepKnownCost: a custom datapath whose process in every site
+// burns a known 0.2 cores, and which is ready 300 ms after its command
+// starts, reads idle_cpu_cores_per_site 0.2 ± 0.03 and datapath_setup_s
+// 0.30 to 0.40 s (readiness is polled every 50 ms) at 2 and 3 sites.
+func TestSitesSweepKnownCost(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, fmt.Sprintf(`name: scale-known
+sites: [2, 3]
+datapaths:
+  - name: custom
+    label: burner
+    up: "(sleep 0.3; exec socat TCP-LISTEN:17101,bind=$SPANPERF_SITE_ADDR,reuseaddr,fork SYSTEM:true) & exec %s agent burn --cores 0.2 --duration 2m"
+    ready: "{site_addr}:17101"
+    target: "{peer_addr}:{port}"
+    components: spanperf
+workloads:
+  - type: rr
+repetitions: 1
+duration: 300ms
+warmup: 100ms
+`, bin))
+	for _, r := range recs {
+		idle, setup := r.Metrics["idle_cpu_cores_per_site"], r.Metrics["datapath_setup_s"]
+		t.Logf("sites=%v: idle %.3f cores per site, setup %.0f ms", r.Params["sites"], idle, setup*1e3)
+		if idle < 0.17 || idle > 0.23 {
+			t.Errorf("sites=%v: idle %.3f cores per site, want 0.2 ± 0.03", r.Params["sites"], idle)
+		}
+		if setup < 0.3 || setup > 0.4 {
+			t.Errorf("sites=%v: setup %.3f s, want 0.30 to 0.40", r.Params["sites"], setup)
+		}
 	}
 }

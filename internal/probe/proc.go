@@ -239,6 +239,28 @@ func TreeCPUSeconds(pid int) (float64, error) {
 	return float64(ticks) / userHZ(), nil
 }
 
+// TreeRSSBytes returns the resident memory of process pid and its living
+// descendants (pages shared between them counted in each).
+func TreeRSSBytes(pid int) (float64, error) {
+	fs := procfs{root: "/proc"}
+	tree := fs.tree(pid)
+	if tree == nil {
+		return 0, fmt.Errorf("process %d not found", pid)
+	}
+	var pages uint64
+	for i, p := range tree {
+		st, err := fs.stat(p)
+		if err != nil {
+			if i == 0 {
+				return 0, err
+			}
+			continue
+		}
+		pages += st.rssPages
+	}
+	return float64(pages) * float64(os.Getpagesize()), nil
+}
+
 // atClkTck is the auxiliary vector entry that holds USER_HZ.
 const atClkTck = 17
 

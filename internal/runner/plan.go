@@ -35,7 +35,10 @@ func (t Trial) Key() string {
 type Group struct {
 	Rep      int
 	Datapath scenario.DatapathSpec
-	Trials   []Trial
+	// Sites is the group's number of sites when the scenario sweeps it
+	// (scenario.SitesParam); 0 means the scenario's.
+	Sites  int
+	Trials []Trial
 }
 
 // Plan orders every trial of s: each datapath runs its own points
@@ -65,12 +68,29 @@ func Plan(s *scenario.Scenario, seed int64) []Group {
 			if s.IsKube() {
 				order = byLimits(pts, order)
 			}
-			g := Group{Rep: rep, Datapath: dp}
+			// A sweep of the number of sites gives each count a testbed
+			// of its own: a group per count, in the order of its first
+			// point.
+			var sub []Group
 			for _, pi := range order {
-				g.Trials = append(g.Trials, Trial{Index: idx, Rep: rep, Datapath: dp, Point: pts[pi]})
-				idx++
+				n := 0
+				if v, ok := pts[pi].Params[scenario.SitesParam].(int64); ok {
+					n = int(v)
+				}
+				k := slices.IndexFunc(sub, func(g Group) bool { return g.Sites == n })
+				if k < 0 {
+					sub = append(sub, Group{Rep: rep, Datapath: dp, Sites: n})
+					k = len(sub) - 1
+				}
+				sub[k].Trials = append(sub[k].Trials, Trial{Rep: rep, Datapath: dp, Point: pts[pi]})
 			}
-			groups = append(groups, g)
+			for _, g := range sub {
+				for i := range g.Trials {
+					g.Trials[i].Index = idx
+					idx++
+				}
+				groups = append(groups, g)
+			}
 		}
 	}
 	return groups

@@ -113,7 +113,11 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		}
 	} else {
 		var ltb *netns.Testbed
-		if ltb, err = netns.New(ctx, TestbedSpec(s, NewID())); err == nil {
+		spec := TestbedSpec(s, NewID())
+		if g.Sites > 0 {
+			spec.Sites = g.Sites
+		}
+		if ltb, err = netns.New(ctx, spec); err == nil {
 			tb = ltb
 		}
 	}
@@ -141,6 +145,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 	if len(todo) == 0 {
 		return nil
 	}
+	setupStart := time.Now()
 	link, err := datapath.Build(ctx, g.Datapath.Name, dp, tb)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -148,6 +153,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		}
 		return fail(fmt.Errorf("setup %s: %w", g.Datapath.Label, err))
 	}
+	scale := scaleOf(ctx, s, tb, link, time.Since(setupStart))
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -202,6 +208,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		scale.addTo(&rec)
 		if err := o.Dir.Append(rec); err != nil {
 			return err
 		}

@@ -24,10 +24,10 @@ func WANEmulator(s *scenario.Scenario) (string, error) {
 	return netns.ChooseEmulator(s.WAN.Emulator, len(s.WAN.Links) > 0)
 }
 
-// WANShape is the shape of s's wan at a trial's parameters: the point's
-// delay, jitter and loss on every ordered pair of sites, overridden per
-// pair by wan.links.
-func WANShape(s *scenario.Scenario, p results.Params) (netns.WANShape, error) {
+// WANShape is the shape of s's wan at a trial's parameters over a testbed
+// of sites sites: the point's delay, jitter and loss on every ordered pair
+// of sites, overridden per pair by wan.links.
+func WANShape(s *scenario.Scenario, sites int, p results.Params) (netns.WANShape, error) {
 	var base wanemu.LinkSpec
 	for name, dst := range map[string]*time.Duration{results.WANDelayParam: &base.Delay, results.WANJitterParam: &base.Jitter} {
 		if v, ok := p[name]; ok {
@@ -47,8 +47,8 @@ func WANShape(s *scenario.Scenario, p results.Params) (netns.WANShape, error) {
 	}
 	shape := netns.WANShape{}
 	if base != (wanemu.LinkSpec{}) {
-		for i := range s.Sites {
-			for j := range s.Sites {
+		for i := range sites {
+			for j := range sites {
 				if i != j {
 					shape[[2]int{i, j}] = base
 				}
@@ -56,7 +56,7 @@ func WANShape(s *scenario.Scenario, p results.Params) (netns.WANShape, error) {
 		}
 	}
 	index := map[string]int{}
-	for i := range s.Sites {
+	for i := range sites {
 		index[testbed.SiteName(i)] = i
 	}
 	for _, l := range s.WAN.Links {
@@ -96,7 +96,7 @@ func shapeWAN(ctx context.Context, s *scenario.Scenario, tb testbed.Testbed, p r
 	if err != nil {
 		return err
 	}
-	shape, err := WANShape(s, p)
+	shape, err := WANShape(s, len(tb.Sites()), p)
 	if err != nil {
 		return err
 	}

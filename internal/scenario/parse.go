@@ -167,7 +167,24 @@ func (p *parser) scenario(data []byte) *Scenario {
 				s.Name = x.(string)
 			}
 		case "sites":
-			if deref(v).Kind == yaml.SequenceNode {
+			if d := deref(v); d.Kind == yaml.SequenceNode && len(d.Content) > 0 && deref(d.Content[0]).Kind == yaml.ScalarNode {
+				for j, e := range d.Content {
+					ek := elemKey(kp, j, len(d.Content))
+					p.lines[ek] = e.Line
+					if x, ok := p.top(KindInt, e, ek); ok {
+						n := int(x.(int64))
+						switch {
+						case n < 2 || n > 200:
+							p.errorf(e, ek, "want 2 to 200 sites, got %d", n)
+						case slices.Contains(s.SiteCounts, n):
+							p.errorf(e, ek, "duplicate value %d", n)
+						default:
+							s.SiteCounts = append(s.SiteCounts, n)
+							s.Sites = max(s.Sites, n)
+						}
+					}
+				}
+			} else if deref(v).Kind == yaml.SequenceNode {
 				s.SiteList = p.sites(v, kp)
 				s.Sites = len(s.SiteList)
 			} else if x, ok := p.top(KindInt, v, kp); ok {

@@ -273,7 +273,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		} else {
 			ps = append(ps, checkParams(path, fields, w.Params, true)...)
 		}
-		if len(ps) == n && min(matrixSize(w)*s.limitPointCount()*len(s.wanPoints()), maxPoints+1) > maxPoints {
+		if len(ps) == n && min(matrixSize(w)*s.limitPointCount()*len(s.wanPoints())*len(s.sitePoints()), maxPoints+1) > maxPoints {
 			add(path, "", "matrix has more than %d points", maxPoints)
 		}
 		if len(ps) == n {
@@ -513,8 +513,12 @@ func (s *Scenario) SiteNames() []string {
 		}
 		return out
 	}
+	n := s.Sites
+	if len(s.SiteCounts) > 0 {
+		n = slices.Min(s.SiteCounts) // a name must be a site at every count
+	}
 	var out []string
-	for i := range s.Sites {
+	for i := range n {
 		out = append(out, testbed.SiteName(i))
 	}
 	return out
@@ -582,10 +586,7 @@ func (s *Scenario) wanProblems() []problem {
 		}
 		return ps
 	}
-	var names []string
-	for i := range s.Sites {
-		names = append(names, testbed.SiteName(i))
-	}
+	names := s.SiteNames()
 	seen := map[[2]string]int{}
 	for i, l := range w.Links {
 		kp := index("wan.links", i)
@@ -607,6 +608,19 @@ func (s *Scenario) wanProblems() []problem {
 		seen[key] = i
 	}
 	return ps
+}
+
+// SitesParam is the parameter of a point's number of sites when the
+// scenario sweeps it (sites: [2, 4, 8]).
+const SitesParam = "sites"
+
+// sitePoints are the sweep of the number of sites as parameter sets; one
+// empty set without a sweep.
+func (s *Scenario) sitePoints() []results.Params {
+	if len(s.SiteCounts) == 0 {
+		return []results.Params{{}}
+	}
+	return paramList(SitesParam, s.SiteCounts, func(n int) any { return int64(n) })
 }
 
 // wanPoints expands the wan's sweeps (delay, jitter, loss) into the cross
@@ -841,7 +855,7 @@ func (s *Scenario) PointsOf(label string) []Point {
 }
 
 func (s *Scenario) points(label string) []Point {
-	lims := cross(s.limitPoints(label), s.wanPoints())
+	lims := cross(cross(s.sitePoints(), s.limitPoints(label)), s.wanPoints())
 	var pts []Point
 	for _, w := range s.Workloads {
 		for _, pt := range w.points() {

@@ -266,6 +266,10 @@ type Scenario struct {
 	Name string `json:"name"`
 	// Sites is how many sites the testbed has; default 2.
 	Sites int `json:"sites"`
+	// SiteCounts, from `sites: [2, 4, 8]`, sweeps the number of local
+	// sites: each is a point of the matrix (parameter SitesParam) with a
+	// testbed of its own; Sites is then the largest.
+	SiteCounts []int `json:"site_counts,omitempty"`
 	// WAN is the underlay.
 	WAN WAN `json:"wan"`
 	// Topology is where workloads run: "direct" (default), in the sites
