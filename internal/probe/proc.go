@@ -220,12 +220,19 @@ func (p *procfs) uptimeTicks(hz float64) (uint64, error) {
 // included; descendants that have exited are not counted). Two calls
 // bracket a period to measure.
 func TreeCPUSeconds(pid int) (float64, error) {
+	ticks, err := treeSum(pid, func(st procStat) uint64 { return st.ticks })
+	return float64(ticks) / userHZ(), err
+}
+
+// treeSum sums field over process pid and its living descendants; an
+// error only when pid itself cannot be read.
+func treeSum(pid int, field func(procStat) uint64) (uint64, error) {
 	fs := procfs{root: "/proc"}
 	tree := fs.tree(pid)
 	if tree == nil {
 		return 0, fmt.Errorf("process %d not found", pid)
 	}
-	var ticks uint64
+	var sum uint64
 	for i, p := range tree {
 		st, err := fs.stat(p)
 		if err != nil {
@@ -234,31 +241,16 @@ func TreeCPUSeconds(pid int) (float64, error) {
 			}
 			continue
 		}
-		ticks += st.ticks
+		sum += field(st)
 	}
-	return float64(ticks) / userHZ(), nil
+	return sum, nil
 }
 
 // TreeRSSBytes returns the resident memory of process pid and its living
 // descendants (pages shared between them counted in each).
 func TreeRSSBytes(pid int) (float64, error) {
-	fs := procfs{root: "/proc"}
-	tree := fs.tree(pid)
-	if tree == nil {
-		return 0, fmt.Errorf("process %d not found", pid)
-	}
-	var pages uint64
-	for i, p := range tree {
-		st, err := fs.stat(p)
-		if err != nil {
-			if i == 0 {
-				return 0, err
-			}
-			continue
-		}
-		pages += st.rssPages
-	}
-	return float64(pages) * float64(os.Getpagesize()), nil
+	pages, err := treeSum(pid, func(st procStat) uint64 { return st.rssPages })
+	return float64(pages) * float64(os.Getpagesize()), err
 }
 
 // atClkTck is the auxiliary vector entry that holds USER_HZ.
