@@ -12,15 +12,20 @@ var _ scenario.TopologyChecker = Catalog{}
 // CheckTopology implements scenario.TopologyChecker: it makes the datapath
 // from its options, builds nothing, and asks datapath.CheckTopology.
 func (Catalog) CheckTopology(name string, opts map[string]any, topology string) error {
-	d, ok := Datapath(name)
-	if !ok {
-		return fmt.Errorf("unknown datapath %q", name)
-	}
-	dp, err := d.New(opts)
+	dp, err := newDatapath(name, opts)
 	if err != nil {
 		return err
 	}
 	return datapath.CheckTopology(name, dp, topology)
+}
+
+// newDatapath makes datapath name from its options, building nothing.
+func newDatapath(name string, opts map[string]any) (datapath.Datapath, error) {
+	d, ok := Datapath(name)
+	if !ok {
+		return nil, fmt.Errorf("unknown datapath %q", name)
+	}
+	return d.New(opts)
 }
 
 var _ scenario.ComponentLister = Catalog{}
@@ -71,11 +76,7 @@ var _ scenario.SiteChecker = Catalog{}
 // CheckSites implements scenario.SiteChecker: it makes the datapath from
 // its options, builds nothing, and asks datapath.CheckSites.
 func (Catalog) CheckSites(name string, opts map[string]any, sites int) error {
-	d, ok := Datapath(name)
-	if !ok {
-		return fmt.Errorf("unknown datapath %q", name)
-	}
-	dp, err := d.New(opts)
+	dp, err := newDatapath(name, opts)
 	if err != nil {
 		return err
 	}
