@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
+	"github.com/spanperf/spanperf/internal/wanemu"
 	"github.com/spanperf/spanperf/internal/workload"
 )
 
@@ -82,6 +84,10 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	wanPoint, err := runner.ShapeFirstWAN(ctx, s, tb)
+	if err != nil {
+		return fail(err)
+	}
 	client, server, target := runner.Endpoints(tb, link, agent.DefaultPort)
 	srv, err := workload.StartAgentServer(ctx, server, agent.DefaultPort)
 	if err != nil {
@@ -101,6 +107,13 @@ func cmdUp(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s (node behind %s)\t%s\t%s\tip netns exec %s bash\n", n.Name(), n.Gateway().Name(), n.Namespace(), n.Prefix(), n.Namespace())
 	}
 	tw.Flush()
+	if emu, _ := runner.WANEmulator(s); emu != "" {
+		sum, err := wanSummary(s, len(tb.Sites()), wanPoint)
+		if err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "\nThe wan emulator (%s) holds packets: %s%s.\n", emu, sum, sweepNote(s))
+	}
 	exe, _ := os.Executable()
 	fmt.Fprintf(stdout, "\nAn agent server (pid %d) listens on port %d in site %s; through %s, site %s reaches it at %s:\n",
 		pidOf(srv), agent.DefaultPort, server.Name(), spec.Label, client.Name(), target)
@@ -284,4 +297,52 @@ func boolToStatus(ok bool) int {
 func pidOf(p testbed.Process) int {
 	pid, _ := testbed.PIDOf(p)
 	return pid
+}
+
+// wanSummary says what the wan of s emulates at point p over sites sites:
+// each distinct link spec with the pairs of sites that have it.
+func wanSummary(s *scenario.Scenario, sites int, p results.Params) (string, error) {
+	shape, err := runner.WANShape(s, sites, p)
+	if err != nil {
+		return "", err
+	}
+	pairs := map[string][]string{}
+	for k, l := range shape {
+		if k[0] < k[1] && l != (wanemu.LinkSpec{}) {
+			h := linkWords(l)
+			pairs[h] = append(pairs[h], testbed.SiteName(k[0])+"–"+testbed.SiteName(k[1]))
+		}
+	}
+	var parts []string
+	for _, spec := range slices.Sorted(maps.Keys(pairs)) {
+		slices.Sort(pairs[spec])
+		parts = append(parts, spec+" between "+strings.Join(pairs[spec], ", "))
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// linkWords says what link spec l does, in words: "delay 10ms, loss 1%".
+func linkWords(l wanemu.LinkSpec) string {
+	var w []string
+	if l.Delay > 0 {
+		w = append(w, "delay "+l.Delay.String())
+	}
+	if l.Jitter > 0 {
+		w = append(w, "jitter "+l.Jitter.String())
+	}
+	if l.Loss > 0 {
+		w = append(w, fmt.Sprintf("loss %g%%", l.Loss*100))
+	}
+	if l.RateBPS > 0 {
+		w = append(w, fmt.Sprintf("rate %g Mbit/s", float64(l.RateBPS)/1e6))
+	}
+	return strings.Join(w, ", ")
+}
+
+// sweepNote tells, when s's wan sweeps, that up applied only its first point.
+func sweepNote(s *scenario.Scenario) string {
+	if len(s.WAN.Delay) > 1 || len(s.WAN.Jitter) > 1 || len(s.WAN.LossPercent) > 1 {
+		return " (the first value of each sweep; spanperf run sweeps them all)"
+	}
+	return ""
 }

@@ -458,8 +458,14 @@ warmup: 0s
 // machine cannot run skips the test.
 func upTestbed(t *testing.T, dp string) (id, out string) {
 	t.Helper()
+	return upScenario(t, "../../examples/custom-socat.yaml", dp)
+}
+
+// upScenario is upTestbed on scenario file file.
+func upScenario(t *testing.T, file, dp string) (id, out string) {
+	t.Helper()
 	var o, e bytes.Buffer
-	cmd := exec.Command(bin, "up", "-f", "../../examples/custom-socat.yaml", "--datapath", dp)
+	cmd := exec.Command(bin, "up", "-f", file, "--datapath", dp)
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
 	if err != nil && strings.Contains(e.String(), "not supported") {
@@ -500,28 +506,7 @@ func TestUpCarriesTraffic(t *testing.T) {
 				}
 			}
 			defer down()
-			var client []string
-			for _, line := range strings.Split(out, "\n") {
-				if f := strings.Fields(line); len(f) > 4 && f[0] == "ip" && f[3] == "spanperf-"+id+"-a" {
-					client = f
-				}
-			}
-			if client == nil {
-				t.Fatalf("up printed no client command for site a:\n%s", out)
-			}
-			for i := range client {
-				if client[i] == "--duration" && i+1 < len(client) {
-					client[i+1] = "300ms"
-				}
-			}
-			b, err := exec.Command(client[0], client[1:]...).Output()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(client, " "), err, b)
-			}
-			var res agent.Result
-			if err := json.Unmarshal(b, &res); err != nil || res.Error != "" || res.Metrics[results.TransactionsPerS] <= 0 {
-				t.Fatalf("rr through the up testbed: %v %s\n%s", err, res.Error, b)
-			}
+			upClient(t, id, out, "300ms")
 			down()
 			down = func() {}
 			if r := residueOf(t, id); len(r) > 0 {
@@ -529,6 +514,36 @@ func TestUpCarriesTraffic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upClient runs, for the duration d, the rr client command that up
+// printed (output out, testbed id) for site a, and returns its result,
+// which must have transactions.
+func upClient(t *testing.T, id, out, d string) agent.Result {
+	t.Helper()
+	var client []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[0] == "ip" && f[3] == "spanperf-"+id+"-a" {
+			client = f
+		}
+	}
+	if client == nil {
+		t.Fatalf("up printed no client command for site a:\n%s", out)
+	}
+	for i := range client {
+		if client[i] == "--duration" && i+1 < len(client) {
+			client[i+1] = d
+		}
+	}
+	b, err := exec.Command(client[0], client[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(client, " "), err, b)
+	}
+	var res agent.Result
+	if err := json.Unmarshal(b, &res); err != nil || res.Error != "" || res.Metrics[results.TransactionsPerS] <= 0 {
+		t.Fatalf("rr through the up testbed: %v %s\n%s", err, res.Error, b)
+	}
+	return res
 }
 
 // TestUpDownFast times `spanperf up` plus `spanperf down` of a two-site

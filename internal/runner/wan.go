@@ -102,3 +102,12 @@ func shapeWAN(ctx context.Context, s *scenario.Scenario, tb testbed.Testbed, p r
 	}
 	return ltb.ShapeWAN(ctx, emu, shape, func(args ...string) testbed.Command { return agent.Command("wan-emulator", args...) })
 }
+
+// ShapeFirstWAN gives a local testbed the wan shape of the first point of
+// s's wan sweeps (the first value of each list), for `spanperf up`, and
+// returns that point's parameters (empty without sweeps). A testbed
+// without wan delay, jitter, loss or links is left as it is.
+func ShapeFirstWAN(ctx context.Context, s *scenario.Scenario, tb testbed.Testbed) (results.Params, error) {
+	p := s.FirstWANPoint()
+	return p, shapeWAN(ctx, s, tb, p)
+}
