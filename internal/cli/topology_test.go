@@ -2,10 +2,14 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/runner"
 )
 
 // topoRun runs, through datapaths dps, rr (and a stream, which makes the
@@ -150,4 +154,73 @@ func TestChainKnownAnswer(t *testing.T) {
 	if ch < 0.05 || ch < 5*cm {
 		t.Errorf("haproxy@b CPU %.3f cores in the chain (mesh %.3f): want at least 0.05 and 5× the mesh's", ch, cm)
 	}
+}
+
+// TestSixteenSites: 16 sites (a to p), through native and wireguard and
+// mtls-relay in the mesh, then wireguard and mtls-relay in the hub: rr
+// between the first and the last site both ways and between middle
+// sites. Every trial carries transactions, the records carry the
+// datapaths' setup time and idle RSS per site, and nothing is left
+// behind: namespaces, ledgers, agents (runWAN), and no process (haproxy,
+// wireguard-go) naming the run.
+func TestSixteenSites(t *testing.T) {
+	requireRoot(t)
+	for _, tc := range []struct{ topology, dps string }{
+		{"mesh", "native, wireguard, mtls-relay"},
+		{"hub", "wireguard, mtls-relay"},
+	} {
+		recs, m := runWAN(t, `name: sixteen-`+tc.topology+`
+sites: [16]
+topology: `+tc.topology+`
+datapaths: [`+tc.dps+`]
+workloads:
+  - type: rr
+    client_site: [a, g]
+    server_site: p
+  - type: rr
+    client_site: p
+    server_site: a
+  - type: rr
+    client_site: h
+    server_site: i
+repetitions: 1
+duration: 500ms
+warmup: 100ms
+`)
+		if want := 4 * (strings.Count(tc.dps, ",") + 1); len(recs) != want {
+			t.Fatalf("%s: %d records, want %d", tc.topology, len(recs), want)
+		}
+		for _, r := range recs {
+			t.Logf("%s %s %v→%v: rr p50 %.1f µs; setup %.3f s, idle RSS per site %.1f MiB", tc.topology, r.Datapath,
+				r.Params["client_site"], r.Params["server_site"], r.Metrics[results.LatencyP50]*1e6,
+				r.Metrics[runner.DatapathSetupSeconds], r.Metrics[runner.IdleRSSBytesPerSite]/(1<<20))
+			if r.Metrics[results.TransactionsPerS] <= 0 {
+				t.Errorf("%s %s %v→%v: %v transactions/s", tc.topology, r.Datapath, r.Params["client_site"], r.Params["server_site"], r.Metrics[results.TransactionsPerS])
+			}
+		}
+		if ps := processesNaming(t, m.Run); len(ps) > 0 {
+			t.Errorf("%s: processes left behind: %v", tc.topology, ps)
+		}
+	}
+}
+
+// processesNaming lists the processes whose command line names run (the
+// datapaths' daemons name their run's config files or devices).
+func processesNaming(t *testing.T, run string) []string {
+	t.Helper()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), run) {
+			out = append(out, p.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
 }
