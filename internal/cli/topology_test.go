@@ -69,6 +69,10 @@ func streamCPU(t *testing.T, recs []results.Record, comp string) float64 {
 			st = append(st, r)
 		}
 	}
+	for _, r := range st {
+		t.Logf("%s stream %v→%v rep %d: %.1f Mbit/s, %s %.3f cores", r.Datapath, r.Params["client_site"], r.Params["server_site"], r.Rep,
+			r.Metrics[results.ThroughputBPS]/1e6, comp, r.Metrics[results.For(results.CPUCores, comp)])
+	}
 	key := results.For(results.CPUCores, comp)
 	if _, ok := st[0].Metrics[key]; !ok {
 		var have []string
@@ -92,68 +96,65 @@ func streamCPU(t *testing.T, recs []results.Record, comp string) float64 {
 // (20.15 through native), about 0.17 ms per hold.
 const pathTolerance = 0.0005
 
-// TestHubKnownAnswer: sites a (the hub), b and c. With the emulator
-// delaying a–b and a–c by 5 ms one way, rr from b to c in topology hub
-// crosses a, so its p50 reads 20 ms more than with only b–c delayed (a
-// link the hub's path does not use, so that the emulator is on the path
-// in both runs), within -0.5/+1 ms (pathTolerance). In the mesh,
-// with a–b and a–c delayed, b reaches c directly and reads its base (under
-// 1 ms). The hub's relay (or wireguard-go) carries the spokes' traffic:
-// its CPU during a b→c stream is accounted to site a, where in the mesh it
-// idles.
-func TestHubKnownAnswer(t *testing.T) {
-	requireRoot(t)
-	viaHub := "{between: [a, b], delay: 5ms}, {between: [a, c], delay: 5ms}"
-	offPath := "{between: [b, c], delay: 5ms}"
-	hub := topoRun(t, "hub", "mtls-relay, wireguard", "b", "c", viaHub)
-	hub0 := topoRun(t, "hub", "mtls-relay, wireguard", "b", "c", offPath)
-	mesh := topoRun(t, "mesh", "mtls-relay, wireguard", "b", "c", viaHub)
-	for dp, hubComp := range map[string]string{"mtls-relay": "haproxy@a", "wireguard": "wireguard-go@a"} {
-		h, h0, m := rrP50(t, hub[dp]), rrP50(t, hub0[dp]), rrP50(t, mesh[dp])
-		t.Logf("%s: rr b→c p50 %.3f ms in the hub with a–b and a–c delayed, %.3f ms with b–c delayed; %.3f ms in the mesh (the hub's hop costs %.3f ms)",
-			dp, h*1e3, h0*1e3, m*1e3, (h0-m)*1e3)
+// pathKnownAnswer runs rr (and a stream) from client to server on three
+// sites through the datapaths in comps three times: in topology with the
+// links onPath delayed (the topology's path crosses the middle site,
+// whose component comps names), in topology with only offPath delayed (a
+// link that path does not use, so that the emulator is on the path in
+// both runs), and in the mesh with onPath delayed. The first reads 20 ms
+// more than the second (-0.5/+1 ms, pathTolerance); the mesh, whose path
+// is the undelayed direct link, reads under 1 ms; and the middle site's
+// component carries the stream in topology, where in the mesh it idles.
+func pathKnownAnswer(t *testing.T, topology, client, server, onPath, offPath string, comps map[string]string) {
+	t.Helper()
+	var dps []string
+	for dp := range comps {
+		dps = append(dps, dp)
+	}
+	list := strings.Join(dps, ", ")
+	on := topoRun(t, topology, list, client, server, onPath)
+	off := topoRun(t, topology, list, client, server, offPath)
+	mesh := topoRun(t, "mesh", list, client, server, onPath)
+	for dp, comp := range comps {
+		h, h0, m := rrP50(t, on[dp]), rrP50(t, off[dp]), rrP50(t, mesh[dp])
+		t.Logf("%s: rr %s→%s p50 %.3f ms in the %s with its path delayed, %.3f ms with %s delayed; %.3f ms in the mesh (the middle hop costs %.3f ms)",
+			dp, client, server, h*1e3, topology, h0*1e3, offPath, m*1e3, (h0-m)*1e3)
 		if d := h - h0 - 0.020; d < -pathTolerance || d > 2*pathTolerance {
-			t.Errorf("%s: hub path's delay %.3f ms, want 20 ms -0.5/+1 ms", dp, (h-h0)*1e3)
+			t.Errorf("%s: %s path's delay %.3f ms, want 20 ms -0.5/+1 ms", dp, topology, (h-h0)*1e3)
 		}
 		if m > 0.001 {
-			t.Errorf("%s: mesh rr b→c p50 %.3f ms, want under 1 ms (b–c is not delayed)", dp, m*1e3)
+			t.Errorf("%s: mesh rr %s→%s p50 %.3f ms, want under 1 ms (%s–%s is not delayed)", dp, client, server, m*1e3, client, server)
 		}
-		ch, cm := streamCPU(t, hub[dp], hubComp), streamCPU(t, mesh[dp], hubComp)
-		t.Logf("%s: %s CPU during the b→c stream: %.3f cores in the hub, %.3f in the mesh", dp, hubComp, ch, cm)
+		ch, cm := streamCPU(t, on[dp], comp), streamCPU(t, mesh[dp], comp)
+		t.Logf("%s: %s CPU during the %s→%s stream: %.3f cores in the %s, %.3f in the mesh", dp, comp, client, server, ch, topology, cm)
 		if ch < 0.05 || ch < 5*cm {
-			t.Errorf("%s: %s CPU %.3f cores in the hub (mesh %.3f): want at least 0.05 and 5× the mesh's", dp, hubComp, ch, cm)
+			t.Errorf("%s: %s CPU %.3f cores in the %s (mesh %.3f): want at least 0.05 and 5× the mesh's", dp, comp, ch, topology, cm)
 		}
 	}
 }
 
-// TestChainKnownAnswer: sites a–b–c in a chain. With the emulator delaying
-// a–b and b–c by 5 ms one way, rr from a to c in topology chain crosses
-// b's relay, so its p50 reads the sum of the two links' round trips,
-// 20 ms, more than with only a–c delayed (off the chain's path), within
-// -0.5/+1 ms (pathTolerance).
-// In the mesh a reaches c directly (under 1 ms), and b's relay, which
-// carries the chain's stream, idles.
+// TestHubKnownAnswer: sites a (the hub), b and c; rr from b to c. With
+// a–b and a–c delayed by 5 ms one way, the hub's path crosses both links,
+// 20 ms a round trip; b–c, delayed in the control run, is the mesh's
+// path (pathKnownAnswer). The hub's relay (mtls-relay), wireguard-go
+// (wireguard) and east-west gateway (mesh-gateway) carry the spokes'
+// stream, accounted to site a.
+func TestHubKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	pathKnownAnswer(t, "hub", "b", "c",
+		"{between: [a, b], delay: 5ms}, {between: [a, c], delay: 5ms}", "{between: [b, c], delay: 5ms}",
+		map[string]string{"mtls-relay": "haproxy@a", "wireguard": "wireguard-go@a", "mesh-gateway": "haproxy-gateway@a"})
+}
+
+// TestChainKnownAnswer: sites a–b–c in a chain; rr from a to c. With a–b
+// and b–c delayed by 5 ms one way, the chain's path crosses both, the sum
+// of their round trips, 20 ms; a–c, delayed in the control run, is the
+// mesh's path (pathKnownAnswer). b's relay and gateway carry the stream.
 func TestChainKnownAnswer(t *testing.T) {
 	requireRoot(t)
-	viaB := "{between: [a, b], delay: 5ms}, {between: [b, c], delay: 5ms}"
-	offPath := "{between: [a, c], delay: 5ms}"
-	chain := topoRun(t, "chain", "mtls-relay", "a", "c", viaB)["mtls-relay"]
-	chain0 := topoRun(t, "chain", "mtls-relay", "a", "c", offPath)["mtls-relay"]
-	mesh := topoRun(t, "mesh", "mtls-relay", "a", "c", viaB)["mtls-relay"]
-	h, h0, m := rrP50(t, chain), rrP50(t, chain0), rrP50(t, mesh)
-	t.Logf("mtls-relay: rr a→c p50 %.3f ms in the chain with a–b and b–c delayed, %.3f ms with a–c delayed; %.3f ms in the mesh (b's hop costs %.3f ms)",
-		h*1e3, h0*1e3, m*1e3, (h0-m)*1e3)
-	if d := h - h0 - 0.020; d < -pathTolerance || d > 2*pathTolerance {
-		t.Errorf("chain path's delay %.3f ms, want 20 ms -0.5/+1 ms", (h-h0)*1e3)
-	}
-	if m > 0.001 {
-		t.Errorf("mesh rr a→c p50 %.3f ms, want under 1 ms (a–c is not delayed)", m*1e3)
-	}
-	ch, cm := streamCPU(t, chain, "haproxy@b"), streamCPU(t, mesh, "haproxy@b")
-	t.Logf("haproxy@b CPU during the a→c stream: %.3f cores in the chain, %.3f in the mesh", ch, cm)
-	if ch < 0.05 || ch < 5*cm {
-		t.Errorf("haproxy@b CPU %.3f cores in the chain (mesh %.3f): want at least 0.05 and 5× the mesh's", ch, cm)
-	}
+	pathKnownAnswer(t, "chain", "a", "c",
+		"{between: [a, b], delay: 5ms}, {between: [b, c], delay: 5ms}", "{between: [a, c], delay: 5ms}",
+		map[string]string{"mtls-relay": "haproxy@b", "mesh-gateway": "haproxy-gateway@b"})
 }
 
 // TestSixteenSites: 16 sites (a to p), through native and wireguard and
