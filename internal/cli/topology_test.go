@@ -104,7 +104,8 @@ const pathTolerance = 0.0005
 const cpuTick = 0.01
 
 // pathKnownAnswer runs rr (and a stream) from client to server on three
-// sites through the datapaths in comps three times: in topology with the
+// sites through the datapaths in comps (by label; "ambient" is
+// mesh-gateway with double) three times: in topology with the
 // links onPath delayed (the topology's path crosses the middle site,
 // whose component comps names), in topology with only offPath delayed (a
 // link that path does not use, so that the emulator is on the path in
@@ -117,6 +118,9 @@ func pathKnownAnswer(t *testing.T, topology, client, server, onPath, offPath str
 	t.Helper()
 	var dps []string
 	for dp := range comps {
+		if dp == "ambient" {
+			dp = "{name: mesh-gateway, label: ambient, double: true}"
+		}
 		dps = append(dps, dp)
 	}
 	list := strings.Join(dps, ", ")
@@ -158,12 +162,14 @@ func TestHubKnownAnswer(t *testing.T) {
 // TestChainKnownAnswer: sites a–b–c in a chain; rr from a to c. With a–b
 // and b–c delayed by 5 ms one way, the chain's path crosses both, the sum
 // of their round trips, 20 ms; a–c, delayed in the control run, is the
-// mesh's path (pathKnownAnswer). b's relay and gateway carry the stream.
+// mesh's path (pathKnownAnswer). b's relay and gateway carry the stream;
+// with double (ambient), b's gateway ends one outer layer and starts the
+// next.
 func TestChainKnownAnswer(t *testing.T) {
 	requireRoot(t)
 	pathKnownAnswer(t, "chain", "a", "c",
 		"{between: [a, b], delay: 5ms}, {between: [b, c], delay: 5ms}", "{between: [a, c], delay: 5ms}",
-		map[string]string{"mtls-relay": "haproxy@b", "mesh-gateway": "haproxy-gateway@b"})
+		map[string]string{"mtls-relay": "haproxy@b", "mesh-gateway": "haproxy-gateway@b", "ambient": "haproxy-gateway@b"})
 }
 
 // TestSixteenSites: 16 sites (a to p), through native and wireguard and
