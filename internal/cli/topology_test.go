@@ -12,12 +12,19 @@ import (
 	"github.com/spanperf/spanperf/internal/runner"
 )
 
-// topoRun runs, through datapaths dps, rr (and a stream, which makes the
-// relays' CPU visible) from client to server on three sites in topology,
-// over links that emulator delays by 5 ms one way, and returns the
-// records by datapath.
-func topoRun(t *testing.T, topology, dps, client, server, links string) map[string][]results.Record {
+// topoRun runs, through datapaths dps, rr (and with stream a stream,
+// which makes the relays' CPU visible) from client to server on three
+// sites in topology, over links the userspace emulator delays, and
+// returns the records by datapath.
+func topoRun(t *testing.T, topology, dps, client, server, links string, stream bool) map[string][]results.Record {
 	t.Helper()
+	streamWorkload := ""
+	if stream {
+		streamWorkload = `
+  - type: stream
+    client_site: ` + client + `
+    server_site: ` + server
+	}
 	recs, m := runWAN(t, `name: topo-`+topology+`
 sites: 3
 topology: `+topology+`
@@ -28,10 +35,7 @@ wan:
 workloads:
   - type: rr
     client_site: `+client+`
-    server_site: `+server+`
-  - type: stream
-    client_site: `+client+`
-    server_site: `+server+`
+    server_site: `+server+streamWorkload+`
 repetitions: 3
 duration: 1s
 warmup: 300ms
@@ -129,10 +133,10 @@ func pathKnownAnswer(t *testing.T, topology, client, server, onPath, offPath str
 		dps = append(dps, dp)
 	}
 	list := strings.Join(dps, ", ")
-	on := topoRun(t, topology, list, client, server, onPath)
-	off := topoRun(t, topology, list, client, server, offPath)
-	mesh := topoRun(t, "mesh", list, client, server, onPath)
-	direct := topoRun(t, "mesh", list, client, server, "{between: ["+client+", "+server+"], delay: 10ms}")
+	on := topoRun(t, topology, list, client, server, onPath, true)
+	off := topoRun(t, topology, list, client, server, offPath, false)
+	mesh := topoRun(t, "mesh", list, client, server, onPath, true)
+	direct := topoRun(t, "mesh", list, client, server, "{between: ["+client+", "+server+"], delay: 10ms}", false)
 	for dp, comp := range comps {
 		h, h0, m, md := rrP50(t, on[dp]), rrP50(t, off[dp]), rrP50(t, mesh[dp]), rrP50(t, direct[dp])
 		late := max(md-m-0.020, 0)
