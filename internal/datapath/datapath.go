@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
@@ -63,12 +65,40 @@ func CheckSites(name string, dp Datapath, sites int) error {
 	return nil
 }
 
+// TopologyLister is implemented by datapaths that say which link graphs
+// they build: testbed.TopologyMesh, TopologyHub, TopologyChain. A datapath
+// that does not implement it builds the mesh only. (The gateway topology,
+// a mesh with workloads behind the sites, is GatewayChecker's.)
+type TopologyLister interface {
+	Topologies() []string
+}
+
+// Topologies returns the topologies dp supports: the mesh, the gateway
+// topology when dp is a GatewayChecker that accepts it, and what a
+// TopologyLister adds.
+func Topologies(dp Datapath) []string {
+	out := []string{testbed.TopologyMesh}
+	if l, ok := dp.(TopologyLister); ok {
+		out = nil
+		for _, t := range l.Topologies() {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	if g, ok := dp.(GatewayChecker); ok && g.CheckGateway() == nil {
+		out = append(out, testbed.TopologyGateway)
+	}
+	return out
+}
+
 // CheckTopology tells, before anything is built, whether dp (registered as
 // name) can run in topology: nil, or an error
-// "topology gateway: not supported by NAME[: reason]".
+// "topology T: not supported by NAME[: reason]" (and, for hub and chain,
+// what NAME supports).
 func CheckTopology(name string, dp Datapath, topology string) error {
 	switch topology {
-	case "", testbed.TopologyDirect:
+	case "", testbed.TopologyDirect, testbed.TopologyMesh:
 		return nil
 	case testbed.TopologyGateway:
 		g, ok := dp.(GatewayChecker)
@@ -79,17 +109,23 @@ func CheckTopology(name string, dp Datapath, topology string) error {
 			return fmt.Errorf("topology %s: not supported by %s: %w", topology, name, err)
 		}
 		return nil
+	case testbed.TopologyHub, testbed.TopologyChain:
+		if ts := Topologies(dp); !slices.Contains(ts, topology) {
+			return fmt.Errorf("topology %s: not supported by %s (it supports %s)", topology, name, strings.Join(ts, ", "))
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown topology %q", topology)
 }
 
-// TopologyOf returns tb's topology: what its Topology method says, else
-// testbed.TopologyDirect.
+// TopologyOf returns tb's topology: what its Topology method says (with
+// testbed.TopologyDirect read as its new name, mesh), else
+// testbed.TopologyMesh.
 func TopologyOf(tb testbed.Testbed) string {
-	if t, ok := tb.(interface{ Topology() string }); ok && t.Topology() != "" {
+	if t, ok := tb.(interface{ Topology() string }); ok && t.Topology() != "" && t.Topology() != testbed.TopologyDirect {
 		return t.Topology()
 	}
-	return testbed.TopologyDirect
+	return testbed.TopologyMesh
 }
 
 // Build sets dp (registered as name) up on tb, after CheckTopology has

@@ -326,7 +326,11 @@ func TestGatewaySpecValidate(t *testing.T) {
 		{netns.Spec{Run: "x", Topology: testbed.TopologyGateway}, true},
 		{netns.Spec{Run: "x", Topology: testbed.TopologyGateway, Sites: netns.MaxGatewaySites}, true},
 		{netns.Spec{Run: "x", Topology: testbed.TopologyGateway, Sites: netns.MaxGatewaySites + 1}, false},
-		{netns.Spec{Run: "x", Topology: "mesh"}, false},
+		{netns.Spec{Run: "x", Topology: testbed.TopologyMesh}, true},
+		{netns.Spec{Run: "x", Topology: testbed.TopologyDirect}, true},
+		{netns.Spec{Run: "x", Topology: testbed.TopologyHub, Sites: 16}, true},
+		{netns.Spec{Run: "x", Topology: testbed.TopologyChain}, true},
+		{netns.Spec{Run: "x", Topology: "star"}, false},
 	} {
 		tc.spec.Normalize()
 		if err := tc.spec.Validate(); (err == nil) != tc.ok {

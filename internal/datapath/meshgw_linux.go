@@ -92,8 +92,10 @@ func GatewayCertName(site string) string { return "gateway-" + site }
 
 const meshTLS = "ssl-min-ver TLSv1.3 ssl-max-ver TLSv1.3"
 
-// proxyConfig is the haproxy configuration of the proxy in sites[i].
-func (m *MeshGateway) proxyConfig(sites []*netns.Site, i int, dir string) string {
+// proxyConfig is the haproxy configuration of the proxy in sites[i] in
+// topology: it reaches site j through the gateway of the next site toward
+// j (meshNextGateway).
+func (m *MeshGateway) proxyConfig(topology string, sites []*netns.Site, i int, dir string) string {
 	var b strings.Builder
 	self := sites[i]
 	crt := filepath.Join(dir, ProxyCertName(self.Name())+".pem")
@@ -112,7 +114,7 @@ backend service
 		if j == i {
 			continue
 		}
-		gw := netip.AddrPortFrom(peer.Addr(), MeshGatewayPort)
+		next, gw := meshNextGateway(topology, sites, i, j)
 		fmt.Fprintf(&b, `
 # Outbound to the service in site %[1]s: mutual TLS to its proxy, SNI naming the service.
 frontend outbound-%[1]s
@@ -130,7 +132,7 @@ backend outbound-%s
 			continue
 		}
 		outer := fmt.Sprintf("ssl crt %s ca-file %s verify required verifyhost %[3]s sni str(%[3]s) %s",
-			crt, ca, GatewayCertName(peer.Name()), meshTLS)
+			crt, ca, GatewayCertName(next.Name()), meshTLS)
 		fmt.Fprintf(&b, `
 backend outbound-%[1]s
     server inner abns@spanperf-outer-%[1]s %[2]s
@@ -147,9 +149,12 @@ backend outer-%[1]s
 	return b.String()
 }
 
-// gatewayConfig is the haproxy configuration of the gateway in sites[i].
-func (m *MeshGateway) gatewayConfig(sites []*netns.Site, i int, dir string) string {
+// gatewayConfig is the haproxy configuration of the gateway in sites[i] in
+// topology: it delivers to its own proxy, and forwards for other sites
+// where the topology's paths cross it (meshTransit).
+func (m *MeshGateway) gatewayConfig(topology string, sites []*netns.Site, i int, dir string) string {
 	self := sites[i]
+	rules, backends := m.meshTransit(topology, sites, i, dir)
 	bind := netip.AddrPortFrom(self.Addr(), MeshGatewayPort).String()
 	if m.Double {
 		bind += fmt.Sprintf(" ssl crt %s ca-file %s verify required %s",
@@ -162,14 +167,14 @@ frontend eastwest
     tcp-request inspect-delay 5s
     tcp-request content accept if { req_ssl_hello_type 1 }
     use_backend inbound if { req_ssl_sni -i %s }
-    default_backend refuse
+%s    default_backend refuse
 
 backend inbound
     server proxy %s
 
 backend refuse
     tcp-request content reject
-`, bind, MeshSNI(self.Name()), netip.AddrPortFrom(self.Addr(), MeshInboundPort))
+%s`, bind, MeshSNI(self.Name()), rules, netip.AddrPortFrom(self.Addr(), MeshInboundPort), backends)
 }
 
 // Setup makes the run's CA and certificates, then starts every site's
@@ -197,17 +202,18 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 			return nil, fmt.Errorf("%s: %w", meshGatewayName, err)
 		}
 	}
+	topo := TopologyOf(tb)
 	for i, s := range sites {
 		listen := hapListen(sites, i, MeshInboundPort)
 		cfg := filepath.Join(pki.Dir(), "proxy-"+s.Name()+".cfg")
-		d, err := hapStart(ctx, meshGatewayName, "proxy", "haproxy-proxy", s, cfg, m.proxyConfig(sites, i, pki.Dir()), listen)
+		d, err := hapStart(ctx, meshGatewayName, "proxy", "haproxy-proxy", s, cfg, m.proxyConfig(topo, sites, i, pki.Dir()), listen)
 		if err != nil {
 			return nil, err
 		}
 		daemons = append(daemons, d)
 		cfg = filepath.Join(pki.Dir(), "gateway-"+s.Name()+".cfg")
 		listen = []netip.AddrPort{netip.AddrPortFrom(s.Addr(), MeshGatewayPort)}
-		d, err = hapStart(ctx, meshGatewayName, "gateway", "haproxy-gateway", s, cfg, m.gatewayConfig(sites, i, pki.Dir()), listen)
+		d, err = hapStart(ctx, meshGatewayName, "gateway", "haproxy-gateway", s, cfg, m.gatewayConfig(topo, sites, i, pki.Dir()), listen)
 		if err != nil {
 			return nil, err
 		}

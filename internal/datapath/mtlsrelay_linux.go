@@ -21,7 +21,9 @@ import (
 // Each site runs one haproxy (role relay, name "haproxy"). Site i's relay
 // listens in plain TCP on <addr i>:HAProxyLocalBasePort+j for the service
 // in site j, and accepts mutual TLS from other relays on
-// <addr i>:MTLSRelayPort. Certificates come from a CA made for the run:
+// <addr i>:MTLSRelayPort. In the hub and chain topologies a relay sends
+// to the next relay toward the destination, which forwards on its
+// transit port (MTLSRelayTransitBasePort + j). Certificates come from a CA made for the run:
 // relay-<site> for each site, with the CA in ca.pem. They and the haproxy
 // configs live in <TempDir>/mtls-relay, which Link.Close removes.
 type MTLSRelay struct {
@@ -92,8 +94,10 @@ func (r *MTLSRelay) tlsOptions() string {
 // RelayCertName is the name of the relay certificate of site.
 func RelayCertName(site string) string { return "relay-" + site }
 
-// config is the haproxy configuration of the relay in sites[i].
-func (r *MTLSRelay) config(sites []*netns.Site, i int, dir string) string {
+// config is the haproxy configuration of the relay in sites[i] in
+// topology: a relay's connections for site j go to the next relay toward
+// j (mtlsNextHop), and relays in the middle of paths forward for others.
+func (r *MTLSRelay) config(topology string, sites []*netns.Site, i int, dir string) string {
 	var b strings.Builder
 	self := sites[i]
 	crt := filepath.Join(dir, RelayCertName(self.Name())+".pem")
@@ -109,11 +113,13 @@ frontend from-relays
 backend service
     server service %s
 `, netip.AddrPortFrom(self.Addr(), MTLSRelayPort), crt, ca, tlsOpts, hapService)
+	b.WriteString(r.mtlsTransitConfig(topology, sites, i, crt, ca))
 	for j, peer := range sites {
 		if j == i {
 			continue
 		}
-		name := RelayCertName(peer.Name())
+		hop, hopAddr := mtlsNextHop(topology, sites, i, j)
+		name := RelayCertName(hop.Name())
 		fmt.Fprintf(&b, `
 # Clients of the service in site %[1]s, carried to the relay there.
 frontend to-%[1]s
@@ -123,7 +129,7 @@ frontend to-%[1]s
 backend to-%[1]s
     server %[3]s %[4]s ssl crt %[5]s ca-file %[6]s verify required verifyhost %[3]s sni str(%[3]s) %[7]s
 `, peer.Name(), netip.AddrPortFrom(self.Addr(), uint16(HAProxyLocalBasePort+j)), name,
-			netip.AddrPortFrom(peer.Addr(), MTLSRelayPort), crt, ca, tlsOpts)
+			hopAddr, crt, ca, tlsOpts)
 	}
 	return b.String()
 }
@@ -151,10 +157,11 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 			return nil, fmt.Errorf("%s: %w", mtlsRelayName, err)
 		}
 	}
+	topo := TopologyOf(tb)
 	for i, s := range sites {
-		listen := hapListen(sites, i, MTLSRelayPort)
+		listen := append(hapListen(sites, i, MTLSRelayPort), mtlsTransitListen(topo, sites, i)...)
 		cfg := filepath.Join(pki.Dir(), "relay-"+s.Name()+".cfg")
-		d, err := hapStart(ctx, mtlsRelayName, "relay", "haproxy", s, cfg, r.config(sites, i, pki.Dir()), listen)
+		d, err := hapStart(ctx, mtlsRelayName, "relay", "haproxy", s, cfg, r.config(topo, sites, i, pki.Dir()), listen)
 		if err != nil {
 			return nil, err
 		}

@@ -44,7 +44,9 @@ const WireGuardSocketDir = "/var/run/wireguard"
 const wireguardOverhead = 80
 
 // WireGuard joins every site to every other with WireGuard: a full mesh of
-// peers, one device per site with an address in 198.19.1.0/24 (site i at
+// peers (in the hub topology spokes peer with the hub only, and the hub
+// forwards between them; in the chain each site peers with its
+// neighbours, which forward), one device per site with an address in 198.19.1.0/24 (site i at
 // .i+1). Keys are generated for each Setup and handed to the devices through
 // wgctrl, never written to disk. In the gateway topology each peer's
 // allowed IPs also hold the subnets behind it, routed into the device.
@@ -214,6 +216,11 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 	}
 	run := ltb.Spec().Run
 	sites := ltb.LocalSites()
+	topo := TopologyOf(tb)
+	via := make([]bool, len(sites))
+	for k, ds := range transits(topo, len(sites)) {
+		via[k] = len(ds) > 0
+	}
 	index := map[string]int{}
 	built := make([]*wgSite, 0, len(sites))
 	var daemons Daemons
@@ -278,8 +285,13 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		if err := h.AddrAdd(dev, &netlink.Addr{IPNet: ipn}); err != nil {
 			return nil, fmt.Errorf("wireguard on %s: address: %w", ws.site.Name(), err)
 		}
-		if err := wgConfigure(ws, wgPeers(built, i, port), port); err != nil {
+		if err := wgConfigure(ws, wgPeers(topo, built, i, port), port); err != nil {
 			return nil, err
+		}
+		if via[i] {
+			if err := wgForward(ws); err != nil {
+				return nil, err
+			}
 		}
 		if err := h.LinkSetUp(dev); err != nil {
 			return nil, fmt.Errorf("wireguard on %s: up: %w", ws.site.Name(), err)
@@ -314,17 +326,23 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 	}, nil
 }
 
-// wgPeers is site i's view of every other site: its overlay /32 and the
-// subnets behind it.
-func wgPeers(built []*wgSite, i, port int) []wgtypes.PeerConfig {
+// wgPeers is site i's view of the sites it joins directly in topology
+// (every other site in the mesh): for each, its endpoint, and as allowed
+// IPs the overlay /32 of every site reached through it (its own, and in
+// the hub and chain those beyond it) with the subnets behind them.
+func wgPeers(topology string, built []*wgSite, i, port int) []wgtypes.PeerConfig {
 	var peers []wgtypes.PeerConfig
-	for j, p := range built {
-		if j == i {
-			continue
-		}
-		allowed := []net.IPNet{{IP: net.IP(wgOverlayAddr(j).AsSlice()), Mask: net.CIDRMask(32, 32)}}
-		for _, b := range p.site.Behind() {
-			allowed = append(allowed, net.IPNet{IP: net.IP(b.Addr().AsSlice()), Mask: net.CIDRMask(b.Bits(), b.Addr().BitLen())})
+	for _, j := range neighbours(topology, len(built), i) {
+		p := built[j]
+		var allowed []net.IPNet
+		for d, far := range built {
+			if d == i || nextHop(topology, len(built), i, d) != j {
+				continue
+			}
+			allowed = append(allowed, net.IPNet{IP: net.IP(wgOverlayAddr(d).AsSlice()), Mask: net.CIDRMask(32, 32)})
+			for _, b := range far.site.Behind() {
+				allowed = append(allowed, net.IPNet{IP: net.IP(b.Addr().AsSlice()), Mask: net.CIDRMask(b.Bits(), b.Addr().BitLen())})
+			}
 		}
 		peers = append(peers, wgtypes.PeerConfig{
 			PublicKey:         p.key.PublicKey(),

@@ -6,7 +6,8 @@ import (
 )
 
 // fakeCatalog is a small catalog for tests: datapaths native, vxlan and
-// geneve (which cannot run in the gateway topology); workloads stream, rr,
+// geneve (which cannot run in the gateway topology; only native runs in
+// hub and chain); workloads stream, rr,
 // crr and tune (which has one field of every other kind).
 type fakeCatalog struct{}
 
@@ -25,6 +26,9 @@ func (fakeCatalog) WorkloadPods(name string) bool { return name != "tune" }
 func (fakeCatalog) CheckTopology(name string, _ map[string]any, topology string) error {
 	if name == "geneve" && topology == "gateway" {
 		return errors.New("topology gateway: not supported by geneve")
+	}
+	if name != "native" && (topology == "hub" || topology == "chain") {
+		return errors.New("topology " + topology + ": not supported by " + name + " (it supports mesh)")
 	}
 	return nil
 }

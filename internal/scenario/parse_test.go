@@ -77,7 +77,7 @@ seed: -7
 		File:     "forms.yaml",
 		Sites:    3,
 		WAN:      WAN{MTU: 9000, RateBPS: 1_500_000_000},
-		Topology: "direct",
+		Topology: "mesh",
 		Baseline: "native",
 		Datapaths: []DatapathSpec{
 			{Name: "native", Label: "native"},

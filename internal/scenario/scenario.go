@@ -37,7 +37,7 @@ func (s *Scenario) Normalize(cat Catalog) {
 	if s.WAN.MTU == 0 {
 		s.WAN.MTU = 1500
 	}
-	if s.Topology == "" {
+	if s.Topology == "" || s.Topology == "direct" {
 		s.Topology = Topologies[0]
 	}
 	if s.Repetitions == 0 {
@@ -94,6 +94,12 @@ func (s *Scenario) Normalize(cat Catalog) {
 			w.Params[f.Name] = []any{canon(f.Kind, f.Default)}
 		}
 	}
+}
+
+// isMesh says whether the topology is the mesh, by its name or its old
+// name (direct), or unset.
+func (s *Scenario) isMesh() bool {
+	return s.Topology == "" || s.Topology == Topologies[0] || s.Topology == "direct"
 }
 
 // Validate checks a normalized scenario against cat: the rules Parse
@@ -196,7 +202,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 	}
 	if !slices.Contains(Topologies, s.Topology) {
-		add("topology", "", "must be one of %s, got %q", strings.Join(Topologies, ", "), s.Topology)
+		add("topology", "", "must be one of %s (direct is mesh's old name), got %q", strings.Join(Topologies[:4], ", "), s.Topology)
 	}
 	ps = append(ps, s.wanProblems()...)
 	slices.SortFunc(ps, func(a, b problem) int { return strings.Compare(a.subject, b.subject) })
@@ -231,7 +237,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 				}
 			}
 			tc, ok := cat.(TopologyChecker)
-			if ok && len(ps) == n && s.Topology != Topologies[0] && slices.Contains(Topologies, s.Topology) {
+			if ok && len(ps) == n && !s.isMesh() && slices.Contains(Topologies, s.Topology) {
 				if err := tc.CheckTopology(d.Name, d.Options, s.Topology); err != nil {
 					add(path, "", "%v", err)
 				}
@@ -361,7 +367,7 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) {
 			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")
 		}
-		if s.Topology != Topologies[0] {
+		if !s.isMesh() {
 			add("topology", "Kubernetes sites run workloads in pods (topology %s only)", Topologies[0])
 		}
 		if len(s.Limits) > 0 && !s.Kube.AllowPatch {

@@ -144,7 +144,7 @@ func TestNormalizeIdempotent(t *testing.T) {
 		t.Errorf("second Normalize changed the scenario")
 	}
 	want := Scenario{
-		Sites: 2, WAN: WAN{MTU: 1500}, Topology: "direct", Baseline: "vxlan", Repetitions: 3, Duration: 10 * time.Second,
+		Sites: 2, WAN: WAN{MTU: 1500}, Topology: "mesh", Baseline: "vxlan", Repetitions: 3, Duration: 10 * time.Second,
 		Energy:        Energy{WattsPerCore: DefaultWattsPerCore},
 		ProbeInterval: 200 * time.Millisecond,
 		Datapaths:     []DatapathSpec{{Name: "vxlan", Label: "vxlan", Options: map[string]any{"mtu": int64(1450), "vni": int64(42)}}},
@@ -182,8 +182,10 @@ func TestValidate(t *testing.T) {
 			`scenario v.yaml: workloads[0].streams: empty list`},
 		{"unknown workload", func(s *Scenario) { s.Workloads[0].Type = "udp" },
 			`scenario v.yaml: workloads[0].type: unknown workload type "udp" (known: crr, rr, stream, tune)`},
-		{"topology", func(s *Scenario) { s.Topology = "mesh" },
-			`scenario v.yaml: topology: must be one of direct, gateway, got "mesh"`},
+		{"topology", func(s *Scenario) { s.Topology = "star" },
+			`scenario v.yaml: topology: must be one of mesh, hub, chain, gateway (direct is mesh's old name), got "star"`},
+		{"topology hub", func(s *Scenario) { s.Topology = "hub" },
+			`scenario v.yaml: datapaths[1]: topology hub: not supported by vxlan (it supports mesh)`},
 		{"gateway", func(s *Scenario) { s.Topology = "gateway" }, ""},
 		{"gateway unsupported", func(s *Scenario) {
 			s.Topology = "gateway"

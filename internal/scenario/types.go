@@ -120,8 +120,9 @@ type Catalog interface {
 }
 
 // Topologies are the values of the top-level key topology; the first is
-// the default.
-var Topologies = []string{"direct", "gateway"}
+// the default. "direct" is the old name of "mesh": Normalize turns it into
+// mesh, so records say mesh.
+var Topologies = []string{"mesh", "hub", "chain", "gateway", "direct"}
 
 // TopologyChecker is an optional Catalog capability: Validate asks it
 // whether each datapath, with its options, can run in the scenario's
@@ -272,10 +273,14 @@ type Scenario struct {
 	SiteCounts []int `json:"site_counts,omitempty"`
 	// WAN is the underlay.
 	WAN WAN `json:"wan"`
-	// Topology is where workloads run: "direct" (default), in the sites
-	// where the datapath ends its tunnels, or "gateway", in a node behind
-	// each site that routes cross-site traffic through the site (its
-	// gateway): node → gateway → tunnel → gateway → node.
+	// Topology is which sites the datapath joins directly and where
+	// workloads run: "mesh" (default; "direct" is its old name), every pair
+	// joined, workloads in the sites where the datapath ends its tunnels;
+	// "hub", every other site joined to the first only, spoke-to-spoke
+	// traffic crossing it; "chain", each site joined to the next in site
+	// order; or "gateway", the mesh with workloads in a node behind each
+	// site that routes cross-site traffic through the site (its gateway):
+	// node → gateway → tunnel → gateway → node.
 	Topology string `json:"topology"`
 	// Baseline is the label of the datapath others are compared against;
 	// default the first datapath.

@@ -19,17 +19,65 @@ import (
 // lacks a kernel feature or program that something needs.
 var ErrNotSupported = errors.New("not supported on this machine")
 
-// Topologies: where workloads run relative to where datapaths end their tunnels.
+// Topologies: which sites a datapath joins directly (mesh, hub, chain) and
+// where workloads run relative to where datapaths end their tunnels
+// (gateway).
 const (
-	// TopologyDirect runs workloads in the sites themselves, where the
-	// datapath ends its tunnels.
+	// TopologyMesh joins every pair of sites directly, with workloads in
+	// the sites themselves, where the datapath ends its tunnels. It is the
+	// default.
+	TopologyMesh = "mesh"
+	// TopologyDirect is the old name of TopologyMesh, still accepted;
+	// testbeds and records say mesh.
 	TopologyDirect = "direct"
-	// TopologyGateway runs workloads in a node behind each site: the site is
-	// the node's gateway, where the datapath ends its tunnels, and
-	// cross-site traffic goes node → gateway → tunnel → gateway → node
-	// (Submariner's shape).
+	// TopologyGateway is the mesh with workloads in a node behind each
+	// site: the site is the node's gateway, where the datapath ends its
+	// tunnels, and cross-site traffic goes node → gateway → tunnel →
+	// gateway → node (Submariner's shape).
 	TopologyGateway = "gateway"
+	// TopologyHub joins every other site (a spoke) to the first site (the
+	// hub) only: spoke-to-spoke traffic crosses the hub (Skupper's interior
+	// router, a hub-and-spoke VPN).
+	TopologyHub = "hub"
+	// TopologyChain joins each site to the next in site order (a–b–c…):
+	// traffic between sites that are not neighbours crosses every site
+	// between them.
+	TopologyChain = "chain"
 )
+
+// TopologyPath returns the sites (indexes into the testbed's site order)
+// that traffic from site from to site to crosses in topology, both ends
+// included: [from, to] in the mesh (and gateway, and direct), [from, 0, to]
+// between two spokes of the hub, and every site in between along the
+// chain. It returns nil for an unknown topology or a site outside 0..n-1.
+func TopologyPath(topology string, n, from, to int) []int {
+	if from < 0 || to < 0 || from >= n || to >= n {
+		return nil
+	}
+	if from == to {
+		return []int{from}
+	}
+	switch topology {
+	case "", TopologyMesh, TopologyDirect, TopologyGateway:
+		return []int{from, to}
+	case TopologyHub:
+		if from == 0 || to == 0 {
+			return []int{from, to}
+		}
+		return []int{from, 0, to}
+	case TopologyChain:
+		step := 1
+		if to < from {
+			step = -1
+		}
+		var p []int
+		for i := from; i != to+step; i += step {
+			p = append(p, i)
+		}
+		return p
+	}
+	return nil
+}
 
 // Command is a process to start inside a site.
 type Command struct {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -40,9 +41,12 @@ type Spec struct {
 	RateBPS int64
 	// Detach leaves processes running when the controller exits (`spanperf up`).
 	Detach bool
-	// Topology is testbed.TopologyDirect (workloads run in the sites) or
-	// testbed.TopologyGateway (each site gets a node namespace behind it,
-	// and the site becomes the node's gateway); "" means direct.
+	// Topology is testbed.TopologyMesh, TopologyHub or TopologyChain
+	// (workloads run in the sites; the topology tells datapaths which
+	// sites to join directly), or testbed.TopologyGateway (each site gets
+	// a node namespace behind it, and the site becomes the node's
+	// gateway); "" and testbed.TopologyDirect mean mesh. The underlay
+	// routes between every pair of sites in all of them.
 	Topology string
 }
 
@@ -58,8 +62,8 @@ func (s *Spec) Normalize() {
 	if s.MTU == 0 {
 		s.MTU = 1500
 	}
-	if s.Topology == "" {
-		s.Topology = testbed.TopologyDirect
+	if s.Topology == "" || s.Topology == testbed.TopologyDirect {
+		s.Topology = testbed.TopologyMesh
 	}
 }
 
@@ -74,8 +78,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("netns testbed: mtu %d (want 576..65535)", s.MTU)
 	case s.RateBPS < 0:
 		return fmt.Errorf("netns testbed: negative rate")
-	case s.Topology != "" && s.Topology != testbed.TopologyDirect && s.Topology != testbed.TopologyGateway:
-		return fmt.Errorf("netns testbed: topology %q (want %s or %s)", s.Topology, testbed.TopologyDirect, testbed.TopologyGateway)
+	case !slices.Contains([]string{"", testbed.TopologyMesh, testbed.TopologyDirect, testbed.TopologyGateway, testbed.TopologyHub, testbed.TopologyChain}, s.Topology):
+		return fmt.Errorf("netns testbed: topology %q (want %s, %s, %s or %s)", s.Topology, testbed.TopologyMesh, testbed.TopologyHub, testbed.TopologyChain, testbed.TopologyGateway)
 	case s.Topology == testbed.TopologyGateway && s.Sites > MaxGatewaySites:
 		return fmt.Errorf("netns testbed: %d sites in topology gateway (want at most %d)", s.Sites, MaxGatewaySites)
 	}
@@ -369,7 +373,8 @@ func (tb *Testbed) Sites() []testbed.Site {
 // Behind prefixes through the tunnel.
 func (tb *Testbed) LocalSites() []*Site { return tb.sites }
 
-// Topology is testbed.TopologyDirect or testbed.TopologyGateway.
+// Topology is testbed.TopologyMesh, TopologyHub, TopologyChain or
+// TopologyGateway.
 func (tb *Testbed) Topology() string { return tb.spec.Topology }
 
 // Node returns the node behind site in the gateway topology, nil in the
