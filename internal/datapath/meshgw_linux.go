@@ -213,7 +213,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		}
 		daemons = append(daemons, d)
 	}
-	return &Link{
+	link := &Link{
 		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
@@ -221,5 +221,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 			daemons.Stop(2 * time.Second)
 			return pki.Close()
 		},
-	}, nil
+	}
+	link.MaxConnections, link.MaxConnectionsBy = hapConnLimit()
+	return link, nil
 }

@@ -45,21 +45,24 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 	env := workload.SetupEnv{
 		Env: workload.Env{Client: client, Server: server, Port: agent.DefaultPort, Params: t.Point.Params,
 			Duration: o.Scenario.Duration, Warmup: o.Scenario.Warmup, MkdirTemp: tb.Ledger().MkdirTemp},
-		Build: func(ctx context.Context) (testbed.Target, func(context.Context) error, error) {
+		Build: func(ctx context.Context) (*workload.Built, error) {
 			link, err := datapath.Build(ctx, name, dp, tb)
 			if err != nil {
-				return testbed.Target{}, nil, err
+				return nil, err
 			}
 			rec.Components = link.Components
 			_, _, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
-			return target, link.Close, nil
+			return &workload.Built{Target: target, Components: link.Components, MaxConnections: link.MaxConnections,
+				MaxConnectionsBy: link.MaxConnectionsBy, Close: link.Close}, nil
 		},
 	}
 	if c, s, ok := gatewayNodes(tb, ci, si); ok {
 		env.Client, env.Server = c, s
 	}
 	limit := setupTimeSlack
-	if d, err := time.ParseDuration(fmt.Sprint(t.Point.Params["timeout"])); err == nil {
+	if tl, ok := st.(workload.TrialLimiter); ok {
+		limit += tl.TrialLimit(env.Env)
+	} else if d, err := time.ParseDuration(fmt.Sprint(t.Point.Params["timeout"])); err == nil {
 		limit += d
 	}
 	tctx, cancel := context.WithTimeout(ctx, limit)
@@ -69,6 +72,7 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 		rec.Error = err.Error()
 		return rec
 	}
-	rec.Metrics = res.Metrics
+	rec.Metrics, rec.Missing = res.Metrics, res.Missing
+	rec.Warnings = append(rec.Warnings, res.Warnings...)
 	return rec
 }
