@@ -82,13 +82,14 @@ func openLimit(p results.Params) time.Duration {
 	return time.Duration(count/rate*float64(time.Second)) + holdSlack
 }
 
-// TimeSetup starts the agent's hold server in the server site, sets the
-// trial's datapath up, samples its processes' idle RSS, opens count
+// TimeSetup sets the trial's datapath up, checks that it carries count
+// connections, starts the agent's hold server in the server site, samples
+// the datapath's processes' idle RSS, opens count
 // connections through it from the client site (`agent hold`), and once
 // they are open and the warmup has passed, samples the RSS over the
 // measured window while they are held; then it lets them go and takes the
 // datapath down.
-func (connections) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
+func (connections) TimeSetup(ctx context.Context, env SetupEnv) (_ *Result, err error) {
 	p := env.Params
 	count := int(intParam(p, "count", 1000))
 	rate := floatParam(p, "connect_rate", 1000)
@@ -97,11 +98,6 @@ func (connections) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error)
 		return nil, fmt.Errorf("connections: %d connections with a keepalive every %v make %.0f exchanges/s, above the %d/s allowed: raise keepalive",
 			count, keepalive, perS, agent.MaxKeepalivesPerS)
 	}
-	srv, err := startAgent(ctx, env.Server, "agent-hold-server", "hold-serve", "--listen", ":"+strconv.Itoa(env.Port), "--count", strconv.Itoa(count))
-	if err != nil {
-		return nil, fmt.Errorf("connections: %w", err)
-	}
-	defer srv.Stop(time.Second)
 	built, err := env.Build(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connections: setup: %w", err)
@@ -109,11 +105,18 @@ func (connections) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error)
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		built.Close(cctx)
+		if cerr := built.Close(cctx); cerr != nil && err == nil {
+			err = fmt.Errorf("connections: teardown: %w", cerr)
+		}
 	}()
 	if built.MaxConnections > 0 && count > built.MaxConnections {
 		return nil, fmt.Errorf("connections: count %d is above what the datapath carries: %s", count, built.MaxConnectionsBy)
 	}
+	srv, err := startAgent(ctx, env.Server, "agent-hold-server", "hold-serve", "--listen", ":"+strconv.Itoa(env.Port), "--count", strconv.Itoa(count))
+	if err != nil {
+		return nil, fmt.Errorf("connections: %w", err)
+	}
+	defer srv.Stop(time.Second)
 	var procs []results.Component
 	for _, c := range built.Components {
 		if c.PID > 0 {
