@@ -116,6 +116,7 @@ func Hold(spec HoldSpec, opened io.Writer, release <-chan struct{}) (*Result, er
 	if err := PrepareConnections(spec.Count); err != nil {
 		return nil, err
 	}
+	ports, _ := portRange("/proc/sys/net/ipv4/ip_local_port_range")
 	cpu0 := cpuSeconds()
 	h := &holder{spec: spec, stop: make(chan struct{}), lat: hdrhistogram.New(1, int64(time.Minute), 3)}
 	open := h.open()
@@ -139,6 +140,7 @@ func Hold(spec HoldSpec, opened io.Writer, release <-chan struct{}) (*Result, er
 		results.ConnectFailures:   float64(open.Failures),
 		results.Keepalives:        float64(h.keepalives.Load()),
 		results.KeepaliveFailures: float64(h.dropped.Load()),
+		results.EphemeralPorts:    float64(ports),
 		"held_s":                  held.Seconds(),
 		"cpu_seconds_client":      cpuSeconds() - cpu0,
 	}
@@ -320,18 +322,9 @@ func RaiseNofile(need int) error {
 // widenPortRange makes the ephemeral port range in file (this network
 // namespace's net.ipv4.ip_local_port_range) span at least n ports.
 func widenPortRange(file string, n int) error {
-	b, err := os.ReadFile(file)
+	lo, hi, err := readPortRange(file)
 	if err != nil {
-		return fmt.Errorf("net.ipv4.ip_local_port_range: %w", err)
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return fmt.Errorf("net.ipv4.ip_local_port_range: %q", b)
-	}
-	lo, err1 := strconv.Atoi(f[0])
-	hi, err2 := strconv.Atoi(f[1])
-	if err := errors.Join(err1, err2); err != nil {
-		return fmt.Errorf("net.ipv4.ip_local_port_range: %w", err)
+		return err
 	}
 	if hi-lo+1 >= n {
 		return nil
@@ -343,6 +336,30 @@ func widenPortRange(file string, n int) error {
 		return fmt.Errorf("net.ipv4.ip_local_port_range: %d ports (%d–%d) for %d connections; widen: %w", hi-lo+1, lo, hi, n, err)
 	}
 	return nil
+}
+
+// readPortRange reads an ephemeral port range (net.ipv4.ip_local_port_range).
+func readPortRange(file string) (lo, hi int, err error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, 0, fmt.Errorf("net.ipv4.ip_local_port_range: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("net.ipv4.ip_local_port_range: %q", b)
+	}
+	lo, err1 := strconv.Atoi(f[0])
+	hi, err2 := strconv.Atoi(f[1])
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, 0, fmt.Errorf("net.ipv4.ip_local_port_range: %w", err)
+	}
+	return lo, hi, nil
+}
+
+// portRange is how many ports an ephemeral port range spans.
+func portRange(file string) (int, error) {
+	lo, hi, err := readPortRange(file)
+	return hi - lo + 1, err
 }
 
 func readInt(file string) (int, error) {

@@ -65,6 +65,10 @@ warmup: 300ms
 			t.Errorf("%s count %v: open %v, failures %v, keepalive failures %v; warnings %v", r.Datapath, n, r.Metrics[results.OpenConnections],
 				r.Metrics[results.ConnectFailures], r.Metrics[results.KeepaliveFailures], r.Warnings)
 		}
+		// 500 fit in the 1000 ports the relay left; 2000 need 1024–65535.
+		if p, want := r.Metrics[results.EphemeralPorts], map[bool]float64{false: 1000, true: 64512}[n > 1000]; p != want {
+			t.Errorf("%s count %v: %v ephemeral ports, want %v", r.Datapath, n, p, want)
+		}
 		if r.Metrics[results.ConnectRatePerS] < 1000 {
 			t.Errorf("%s count %v: connect rate %v/s, asked 2000/s", r.Datapath, n, r.Metrics[results.ConnectRatePerS])
 		}

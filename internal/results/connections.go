@@ -26,6 +26,10 @@ const (
 	// failed one (they were dropped).
 	Keepalives        = "keepalives"
 	KeepaliveFailures = "keepalive_failures"
+	// EphemeralPorts is how many ports the client's site's ephemeral port
+	// range (net.ipv4.ip_local_port_range) spanned once the client had
+	// widened it for its connections.
+	EphemeralPorts = "ephemeral_ports"
 	// RSSBytesIdle is a component's resident memory (its process tree's)
 	// before the client connected, with the datapath freshly set up (per
 	// component, named with For).
