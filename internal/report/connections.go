@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"html/template"
 	"math"
 	"slices"
 	"strings"
@@ -231,10 +230,11 @@ func r2Text(r2 float64) string {
 }
 
 // connectionsSection draws, for the connections workload, each
-// datapath's RSS (all its processes) against the connections held: one
-// line per datapath, a point per trial.
+// datapath's RSS (all its processes) against the connections held: a line
+// per datapath, a point per parameter point (the medians, with the RSS's
+// interval).
 func (ix *index) connectionsSection(wl string, ids []seriesID) htmlSection {
-	sec := htmlSection{Heading: "memory per open connection", Note: "RSS of all the datapath's processes while the connections were held, one point per trial; the summary gives each component's slope."}
+	sec := htmlSection{Heading: "memory per open connection", Note: "RSS of all the datapath's processes while the connections were held: median of the successful trials, error bars its confidence interval. The summary gives each component's slope."}
 	if wl != connectionsWorkload {
 		return sec
 	}
@@ -242,13 +242,11 @@ func (ix *index) connectionsSection(wl string, ids []seriesID) htmlSection {
 		xFmt: func(v float64) string { return FormatValue(results.OpenConnections, v) }, yFmt: func(v float64) string { return FormatValue(results.RSSBytes, v) }}
 	for _, id := range ids {
 		s := lineSeries{name: ix.names[id], colour: ix.colours[id]}
-		for c, recs := range ix.cells {
-			for _, r := range recs {
-				x, okx := r.Metrics[results.OpenConnections]
-				y, oky := r.Metrics[results.RSSBytesDatapath]
-				if c.run == id.run && c.workload == wl && c.datapath == id.datapath && r.Error == "" && okx && oky {
-					s.points = append(s.points, point{x: x, y: y})
-				}
+		for _, k := range ix.keys[wl] {
+			c := cellID{id.run, wl, k, id.datapath}
+			x, y := ix.summary(c, results.OpenConnections), ix.summary(c, results.RSSBytesDatapath)
+			if x.N > 0 && y.N > 0 {
+				s.points = append(s.points, point{x: x.Median, y: y.Median, lo: y.Lo, hi: y.Hi, hasCI: y.N > 1})
 			}
 		}
 		slices.SortFunc(s.points, func(a, b point) int { return cmp.Compare(a.x, b.x) })
@@ -256,7 +254,7 @@ func (ix *index) connectionsSection(wl string, ids []seriesID) htmlSection {
 			spec.series = append(spec.series, s)
 		}
 	}
-	if c := lineChart(spec); c != template.HTML("") {
+	if c := lineChart(spec); c != "" {
 		sec.Charts = append(sec.Charts, c)
 	}
 	return sec
