@@ -234,7 +234,7 @@ func r2Text(r2 float64) string {
 // per datapath, a point per parameter point (the medians, with the RSS's
 // interval).
 func (ix *index) connectionsSection(wl string, ids []seriesID) htmlSection {
-	sec := htmlSection{Heading: "memory per open connection", Note: "RSS of all the datapath's processes while the connections were held: median of the successful trials, error bars its confidence interval. The summary gives each component's slope."}
+	sec := htmlSection{Heading: "memory per open connection", Note: "RSS of all the datapath's processes while the connections were held: median of the successful trials, error bars its confidence interval; a datapath without a process of its own (native) has no line. The summary gives each component's slope."}
 	if wl != connectionsWorkload {
 		return sec
 	}
