@@ -158,3 +158,35 @@ duration: 1s
 		t.Errorf("left behind: %v", r)
 	}
 }
+
+// TestSetupTimedOneClient: a workload that sets its datapath up per trial
+// (connections, tunnel-up) runs one client; a fan-in client_site fails
+// its trial saying so, where it used to run from the first site alone.
+func TestSetupTimedOneClient(t *testing.T) {
+	requireRoot(t)
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte(`name: one-client
+sites: 3
+datapaths: [native]
+workloads:
+  - type: connections
+    count: 10
+    client_site: "a+b"
+    server_site: c
+repetitions: 1
+duration: 1s
+`), 0o644)
+	dir := filepath.Join(t.TempDir(), "run")
+	spanperf(t, "run", "-f", p, "--out", dir)
+	recs, err := results.Load(dir)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	t.Logf("error: %s", recs[0].Error)
+	if !strings.Contains(recs[0].Error, "runs one client") {
+		t.Errorf("error %q, want: runs one client", recs[0].Error)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind: %v", r)
+	}
+}

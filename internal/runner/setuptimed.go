@@ -3,12 +3,14 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -39,6 +41,10 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 	defer func() { rec.End = time.Now() }()
 	info, _ := plugins.Workload(t.Point.Workload)
 	st := info.New().(workload.SetupTimer)
+	if c := fmt.Sprint(t.Point.Params[scenario.ClientParam]); strings.Contains(c, "+") {
+		rec.Error = fmt.Sprintf("%s: runs one client; a client_site with several sites (%s) is for stream, rr and crr", t.Point.Workload, c)
+		return rec
+	}
 	sites := tb.Sites()
 	ci, si := siteIndexes(tb, t.Point.Params)
 	client, server := sites[ci], sites[si]
