@@ -29,7 +29,8 @@ func TestConnectionsKeepaliveBound(t *testing.T) {
 		t.Errorf("100000 connections every 1s: %v (built %v), want an error naming keepalive before setup", err, built)
 	}
 	env.Duration, env.Warmup = 2*time.Second, time.Second
-	if l := w.(workload.TrialLimiter).TrialLimit(env.Env); l < 100*time.Second+3*time.Second {
-		t.Errorf("trial limit %v for 100000 connections at 1000/s, want at least 103 s", l)
+	// Opening may go as slowly as 100/s before the trial gives up.
+	if l := w.(workload.TrialLimiter).TrialLimit(env.Env); l < 1000*time.Second+3*time.Second {
+		t.Errorf("trial limit %v for 100000 connections, want at least 1003 s", l)
 	}
 }
