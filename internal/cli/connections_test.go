@@ -190,3 +190,33 @@ duration: 1s
 		t.Errorf("left behind: %v", r)
 	}
 }
+
+// TestConnectionsUnderLimit: a CPU limit applies to the trial's own
+// datapath: the record carries it, the relay held the connections under
+// it, and its cgroups are gone afterwards.
+func TestConnectionsUnderLimit(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, fmt.Sprintf(`name: connections-limit
+datapaths:
+  - name: custom
+    up: "exec %s agent relay --listen $SPANPERF_SITE_ADDR:17100 --to $SPANPERF_PEER_ADDR:$SPANPERF_PORT"
+    ready: "{site_addr}:17100"
+    target: "{site_addr}:17100"
+    components: spanperf
+limits: {relay: {cpu: 0.2}}
+workloads:
+  - type: connections
+    count: 300
+repetitions: 1
+duration: 500ms
+warmup: 100ms
+`, bin))
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	t.Logf("open %v at %.0f/s under %v", r.Metrics[results.OpenConnections], r.Metrics[results.ConnectRatePerS], r.Metrics[results.For(results.CPULimitCores, "spanperf@a")])
+	if r.Metrics[results.For(results.CPULimitCores, "spanperf@a")] != 0.2 || r.Metrics[results.OpenConnections] != 300 {
+		t.Errorf("metrics %v, want 300 connections held under cpu_limit_cores{spanperf@a} 0.2", r.Metrics)
+	}
+}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,7 +36,10 @@ func setupTimed(trials []Trial) (timed, rest []Trial) {
 const setupTimeSlack = 3 * time.Minute
 
 // runSetupTimed runs trial t of a SetupTimer workload: the trial sets up
-// datapath dp (named name) on tb itself, times it, and takes it down.
+// datapath dp (named name) on tb itself, times it, and takes it down. The
+// trial's CPU limits apply to that datapath's processes once it is set up,
+// and its record carries them (cpu_limit_cores{C}); the cgroups' CPU is
+// not measured.
 func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, name string, dp datapath.Datapath) results.Record {
 	rec := newRecord(o, t, time.Now())
 	defer func() { rec.End = time.Now() }()
@@ -47,6 +51,7 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 	}
 	sites := tb.Sites()
 	ci, si := siteIndexes(tb, t.Point.Params)
+	limits := map[string]float64{}
 	client, server := sites[ci], sites[si]
 	env := workload.SetupEnv{
 		Env: workload.Env{Client: client, Server: server, Port: agent.DefaultPort, Params: t.Point.Params,
@@ -58,8 +63,24 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 			}
 			rec.Components = link.Components
 			_, _, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
-			return &workload.Built{Target: target, Components: link.Components, MaxConnections: link.MaxConnections,
-				MaxConnectionsBy: link.MaxConnectionsBy, Close: link.Close}, nil
+			b := &workload.Built{Target: target, Components: link.Components, MaxConnections: link.MaxConnections,
+				MaxConnectionsBy: link.MaxConnectionsBy, Close: link.Close}
+			if !hasLimits([]Trial{t}) {
+				return b, nil
+			}
+			// The trial's CPU limits apply to its own datapath's
+			// processes once they run (not to their start-up): each in
+			// a cgroup of its own, removed before the datapath.
+			cgs := newComponentCgroups(tb.Ledger().Run(), tb.Ledger(), link.Components)
+			b.Close = func(ctx context.Context) error { return errors.Join(cgs.Close(), link.Close(ctx)) }
+			lim, err := cgs.apply(t.Point.Params)
+			if err != nil {
+				return nil, errors.Join(err, b.Close(ctx))
+			}
+			for c, cores := range lim {
+				limits[results.For(results.CPULimitCores, c)] = cores
+			}
+			return b, nil
 		},
 	}
 	if c, s, ok := gatewayNodes(tb, ci, si); ok {
@@ -79,6 +100,12 @@ func runSetupTimed(ctx context.Context, o Options, t Trial, tb testbed.Testbed, 
 		return rec
 	}
 	rec.Metrics, rec.Missing = res.Metrics, res.Missing
+	if rec.Metrics == nil {
+		rec.Metrics = map[string]float64{}
+	}
+	for k, v := range limits {
+		rec.Metrics[k] = v
+	}
 	rec.Warnings = append(rec.Warnings, res.Warnings...)
 	return rec
 }
