@@ -22,7 +22,9 @@ import (
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
 //	wanemu --route FROM>TO:delay=D,jitter=J,loss=P,rate=BPS ...   the userspace WAN emulator (package wanemu)
-//	relay --listen ADDR --to HOST:PORT   forward TCP connections in userspace until SIGTERM (a component to size)
+//	relay --listen ADDR --to HOST:PORT [--hold-bytes N]   forward TCP connections in userspace until SIGTERM (a component to size)
+//	hold --target ADDR:PORT --count N [--connect-rate R] [--keepalive D]   open N connections, hold them until stdin closes (connections)
+//	hold-serve [--listen ADDR] [--count N]   echo the keepalives of held connections (prints a Ready line)
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--prog P] [--user U] [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf (or P, from PATH; exit 127 when absent) ARGS in place, as user U
 //	write [--mode M] [--user U] [--from F] /PATH   write stdin (or F) to PATH, making its directories
@@ -39,7 +41,7 @@ import (
 // process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|relay [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|relay|hold|hold-serve [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -53,6 +55,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return firstupMain(args[1:], os.Stdin, stdout, stderr)
 	case "relay":
 		return relayMain(args[1:], stderr)
+	case "hold", "hold-serve":
+		return holdMain(args, os.Stdin, stdout, stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RelaySpec is a plain userspace TCP forwarder: every connection accepted
@@ -24,6 +28,10 @@ type RelaySpec struct {
 	To string
 	// DialTimeout bounds each dial of To; 0 is 10s.
 	DialTimeout time.Duration
+	// HoldBytes, when > 0, is memory the relay allocates and touches for
+	// every connection it accepts, and keeps until the connection closes:
+	// a known cost per connection, for known-answer tests.
+	HoldBytes int
 }
 
 // Validate checks that both addresses are given.
@@ -33,6 +41,9 @@ func (s RelaySpec) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(s.To); err != nil {
 		return fmt.Errorf("relay: --to %q: %w", s.To, err)
+	}
+	if s.HoldBytes < 0 {
+		return fmt.Errorf("relay: --hold-bytes must be ≥ 0, got %d", s.HoldBytes)
 	}
 	return nil
 }
@@ -86,6 +97,8 @@ func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error
 // have ended (each half-closes the other side's write end) or ctx ends.
 func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
 	defer c.Close()
+	held := touched(spec.HoldBytes)
+	defer runtime.KeepAlive(held)
 	dctx, cancel := context.WithTimeout(ctx, spec.DialTimeout)
 	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", spec.To)
 	cancel()
@@ -111,6 +124,21 @@ func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
 	wg.Wait()
 }
 
+// touched allocates n bytes and writes to every page of them, so that
+// they are resident.
+func touched(n int) []byte {
+	if n <= 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	page := os.Getpagesize()
+	for i := 0; i < n; i += page {
+		b[i] = 1
+	}
+	b[n-1] = 1
+	return b
+}
+
 // relayMain runs `agent relay --listen ADDR --to HOST:PORT` until SIGTERM
 // or SIGINT.
 func relayMain(args []string, stderr io.Writer) int {
@@ -119,12 +147,20 @@ func relayMain(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.Listen, "listen", "", "address to accept connections on (\":7200\")")
 	fs.StringVar(&s.To, "to", "", "HOST:PORT to forward every connection to")
+	fs.IntVar(&s.HoldBytes, "hold-bytes", 0, "bytes to allocate, touch and keep for every connection until it closes (a known cost per connection)")
 	if fs.Parse(args) != nil {
 		return 2
 	}
 	if err := s.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	// Two descriptors per connection (more while splicing): as many as
+	// the hard limit allows.
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) == nil && lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -176,6 +176,12 @@ type Link struct {
 	// Close removes what Setup built. It is safe to call once; the testbed's
 	// own Close removes namespaces (and links in them) regardless.
 	Close func(context.Context) error
+	// MaxConnections, when > 0, is the most TCP connections at once the
+	// datapath carries from a client to a server (a relay's connection
+	// limit), and MaxConnectionsBy says what sets it; 0 means no limit of
+	// its own is known.
+	MaxConnections   int
+	MaxConnectionsBy string
 }
 
 // Info describes a registered datapath.

@@ -129,12 +129,32 @@ defaults
     timeout server 10m
 `, hapMaxConn())
 
+// hapMaxConnCap bounds haproxy's maxconn where the descriptor limit is
+// higher: room for 16,000 connections and more (the connections workload),
+// without descriptor tables sized for a million.
+const hapMaxConnCap = 65536
+
 func hapMaxConn() int {
+	n, _ := hapConnLimit()
+	return n
+}
+
+// hapConnLimit is the maxconn of every haproxy of the HAProxy datapaths
+// (the most connections at once each carries) and what sets it, for
+// Link.MaxConnections.
+func hapConnLimit() (int, string) {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Max > 1<<20 {
-		return 10000
+		return 10000, "HAProxy's maxconn 10000 (spanperf's choice where the descriptor limit is unknown or unlimited)"
 	}
-	return max(100, min(10000, (int(lim.Max)-200)/2))
+	n := (int(lim.Max) - 200) / 2
+	switch {
+	case n < 100:
+		return 100, "HAProxy's maxconn 100 (spanperf's least)"
+	case n > hapMaxConnCap:
+		return hapMaxConnCap, fmt.Sprintf("HAProxy's maxconn %d (spanperf's cap)", hapMaxConnCap)
+	}
+	return n, fmt.Sprintf("HAProxy's maxconn %d: two descriptors per connection under RLIMIT_NOFILE's hard limit %d, which only CAP_SYS_RESOURCE raises", n, lim.Max)
 }
 
 // hapStart writes cfg to path (mode 0600) and runs `haproxy -db -f path`

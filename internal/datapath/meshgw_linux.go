@@ -219,7 +219,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		}
 		daemons = append(daemons, d)
 	}
-	return &Link{
+	link := &Link{
 		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
@@ -227,5 +227,7 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 			daemons.Stop(2 * time.Second)
 			return pki.Close()
 		},
-	}, nil
+	}
+	link.MaxConnections, link.MaxConnectionsBy = hapConnLimit()
+	return link, nil
 }

@@ -167,7 +167,7 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		}
 		daemons = append(daemons, d)
 	}
-	return &Link{
+	link := &Link{
 		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
@@ -175,5 +175,7 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 			daemons.Stop(2 * time.Second)
 			return pki.Close()
 		},
-	}, nil
+	}
+	link.MaxConnections, link.MaxConnectionsBy = hapConnLimit()
+	return link, nil
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
@@ -52,6 +54,12 @@ func TestMTLSRelay(t *testing.T) {
 				t.Errorf("target %s, want the relay in the client's site, %s", got, want)
 			}
 			datapathtest.CarriesAll(t, tb, link)
+			// HAProxy's maxconn: half the hard descriptor limit, capped.
+			var lim unix.Rlimit
+			unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+			if want := min(65536, (int(lim.Max)-200)/2); lim.Max <= 1<<20 && (link.MaxConnections != want || !strings.Contains(link.MaxConnectionsBy, "maxconn")) {
+				t.Errorf("max connections %d (%q), want %d: HAProxy's maxconn under the hard limit %d", link.MaxConnections, link.MaxConnectionsBy, want, lim.Max)
+			}
 
 			// Play a relay of site a towards site b's relay, which delivers to
 			// an echo service, with certificates good, missing, or from another CA.

@@ -52,6 +52,7 @@ func Workloads() []workload.Info {
 		workload.H2loadInfo(),
 		workload.PgbenchInfo(),
 		workload.TunnelUpInfo(),
+		workload.ConnectionsInfo(),
 	}
 }
 

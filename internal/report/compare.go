@@ -45,8 +45,9 @@ const (
 // MetricDirection says which way a metric, named as in package results,
 // improves: higher for _bps, _per_s, _per_core and sustained; lower for
 // latency_…, rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte,
-// cpu_us_per_transaction, errors, timeouts, retransmits, retransmit_rate and
-// the setup, tunnel-up and teardown times; neutral for
+// cpu_us_per_transaction, errors, timeouts, retransmits, retransmit_rate,
+// the connections workload's failures and connect latencies, and the
+// setup, tunnel-up and teardown times; neutral for
 // everything else, among them raw CPU and energy, and the offered rate of a
 // paced workload (target_rate, offered_per_s), which is an input. A
 // component suffix ("{name}") is ignored.
@@ -58,6 +59,7 @@ func MetricDirection(metric string) Direction {
 	case results.Sustained, results.JainFairness:
 		return HigherIsBetter
 	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate,
+		results.ConnectFailures, results.KeepaliveFailures, results.ConnectLatencyP50, results.ConnectLatencyP99,
 		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
 		return LowerIsBetter
 	case results.TargetRate, results.OfferedPerS:

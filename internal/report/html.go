@@ -476,6 +476,9 @@ func (ix *index) workload(wl string) htmlWorkload {
 	if sec := ix.overheadSection(wl, ids, keys); len(sec.Tables) > 0 {
 		out.Sections = append(out.Sections, sec)
 	}
+	if sec := ix.connectionsSection(wl, ids); len(sec.Charts) > 0 {
+		out.Sections = append(out.Sections, sec)
+	}
 	out.Warnings = ix.workloadWarnings(wl, ids, keys)
 	return out
 }

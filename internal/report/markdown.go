@@ -146,6 +146,11 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 			}
 		}
 		buf.WriteByte('\n')
+		if wl == connectionsWorkload {
+			for ri, run := range runs {
+				writeConnectionFitsMD(&buf, l.labels[ri], run.Records)
+			}
+		}
 		writeReference(&buf, opts.Reference, func(r ReferenceRow) bool { return referenceWorkload(r.Workload) == wl })
 	}
 

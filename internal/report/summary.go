@@ -48,6 +48,8 @@ var headlineMetrics = map[string][]string{
 	"rate-sweep": {"max_sustained_requests_per_s", results.LatencyP99},
 	// A datapath's life: setup, first transaction, teardown.
 	"tunnel-up": {results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds},
+	// Memory per open connection: the level reached, and what it cost.
+	"connections": {results.OpenConnections, results.ConnectRatePerS, results.ConnectFailures, results.RSSBytesDatapath, results.RSSBytesAddedPerConnectionDatapath},
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of
@@ -124,6 +126,7 @@ func Summary(w io.Writer, recs []results.Record, opts SummaryOptions) error {
 		}
 		writeTable(&buf, t, compare, notes)
 	}
+	writeConnectionFits(&buf, recs)
 	buf.WriteByte('\n')
 	for _, n := range notes.list {
 		if n.marker == "" {

@@ -42,6 +42,8 @@ var (
 func scaleFor(metric string) scale {
 	metric = strings.TrimSuffix(metric, "_per_core") // a rate per core reads as the rate
 	switch {
+	case strings.HasPrefix(metric, "rss_bytes"): // rss_bytes_max{C}, rss_bytes_added_per_connection, ...
+		return bytesScale
 	case strings.HasSuffix(metric, "_us_per_transaction"):
 		return microsScale
 	case strings.HasSuffix(metric, "_seconds_per_gigabyte"):

@@ -15,10 +15,14 @@ import (
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
-// SetupTimer is a workload that times a datapath's life itself: the
+// SetupTimer is a workload that times a datapath's life itself, or needs
+// a datapath fresh for each trial (connections: memory a process keeps
+// after a trial's connections close would carry into the next): the
 // runner gives each of its trials a datapath of their own to set up and
 // take down (SetupEnv.Build) instead of the group's, and calls TimeSetup
-// instead of Run.
+// instead of Run. Its trials are not probed. A SetupTimer that is also a
+// TrialLimiter is stopped after its TrialLimit (plus the time setup and
+// teardown may take).
 type SetupTimer interface {
 	TimeSetup(ctx context.Context, env SetupEnv) (*Result, error)
 }
@@ -27,10 +31,24 @@ type SetupTimer interface {
 // Env (its Target is unset: no datapath exists yet) and Build.
 type SetupEnv struct {
 	Env
-	// Build sets the trial's datapath up and returns what the client
-	// dials, and close, which takes it down. The caller must call close
-	// once Build succeeded.
-	Build func(ctx context.Context) (target testbed.Target, close func(context.Context) error, err error)
+	// Build sets the trial's datapath up. The caller must call the
+	// result's Close once Build succeeded.
+	Build func(ctx context.Context) (*Built, error)
+}
+
+// Built is a datapath a SetupTimer's trial set up.
+type Built struct {
+	// Target is what the client dials.
+	Target testbed.Target
+	// Components are the processes (or the kernel) that carry the
+	// traffic, as datapath.Link's.
+	Components []results.Component
+	// MaxConnections, when > 0, is the most connections at once the
+	// datapath carries, and MaxConnectionsBy what sets it (datapath.Link's).
+	MaxConnections   int
+	MaxConnectionsBy string
+	// Close takes the datapath down.
+	Close func(context.Context) error
 }
 
 // TunnelUpInfo registers tunnel-up.
@@ -84,11 +102,12 @@ func (tunnelUp) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
 		return nil, fmt.Errorf("tunnel-up: probe: %w", err)
 	}
 	t0 := time.Now()
-	target, closeLink, err := env.Build(ctx)
+	built, err := env.Build(ctx)
 	t1 := time.Now()
 	if err != nil {
 		return nil, fmt.Errorf("tunnel-up: setup: %w", err)
 	}
+	target, closeLink := built.Target, built.Close
 	closed := false
 	defer func() {
 		if !closed {

@@ -94,6 +94,10 @@ type Result struct {
 	// (e.g. a tail percentile from too few samples; see
 	// results.DropThinTails).
 	Missing map[string]string
+	// Warnings are conditions that make the trial's figures less reliable
+	// without failing it, one sentence each (results.Record.Warnings).
+	// The runner records them for SetupTimer trials.
+	Warnings []string
 }
 
 // Workload runs one trial.
