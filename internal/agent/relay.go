@@ -24,6 +24,14 @@ type RelaySpec struct {
 	To string
 	// DialTimeout bounds each dial of To; 0 is 10s.
 	DialTimeout time.Duration
+	// Backup, when set, is a second upstream: SwitchAfter after the first
+	// dial of To that fails, every new connection goes to Backup instead
+	// (a switch-over with a known delay; connections accepted meanwhile
+	// are closed when their dial of To fails).
+	Backup string
+	// SwitchAfter is how long after the first failed dial of To the relay
+	// switches to Backup.
+	SwitchAfter time.Duration
 }
 
 // Validate checks that both addresses are given.
@@ -34,7 +42,42 @@ func (s RelaySpec) Validate() error {
 	if _, _, err := net.SplitHostPort(s.To); err != nil {
 		return fmt.Errorf("relay: --to %q: %w", s.To, err)
 	}
+	if s.Backup != "" {
+		if _, _, err := net.SplitHostPort(s.Backup); err != nil {
+			return fmt.Errorf("relay: --backup %q: %w", s.Backup, err)
+		}
+	}
+	if s.SwitchAfter < 0 || s.SwitchAfter > 0 && s.Backup == "" {
+		return fmt.Errorf("relay: --switch-after %v: wants a --backup and a duration ≥ 0", s.SwitchAfter)
+	}
 	return nil
+}
+
+// upstream picks where relayed connections go: To, until SwitchAfter
+// after the first failed dial of it, then Backup.
+type upstream struct {
+	spec     RelaySpec
+	mu       sync.Mutex
+	switchAt time.Time // zero until a dial of To failed
+}
+
+// pick returns the address a new connection dials now.
+func (u *upstream) pick() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.spec.Backup != "" && !u.switchAt.IsZero() && !time.Now().Before(u.switchAt) {
+		return u.spec.Backup
+	}
+	return u.spec.To
+}
+
+// failed notes a failed dial of addr.
+func (u *upstream) failed(addr string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if addr == u.spec.To && u.spec.Backup != "" && u.switchAt.IsZero() {
+		u.switchAt = time.Now().Add(u.spec.SwitchAfter)
+	}
 }
 
 // Relay forwards connections as spec says until ctx ends; ready, if not
@@ -54,6 +97,7 @@ func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	up := &upstream{spec: spec}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -77,19 +121,22 @@ func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			relayConn(ctx, c, spec)
+			relayConn(ctx, c, spec, up)
 		}()
 	}
 }
 
-// relayConn joins c to a new connection to spec.To until both directions
-// have ended (each half-closes the other side's write end) or ctx ends.
-func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
+// relayConn joins c to a new connection to the upstream u picks until
+// both directions have ended (each half-closes the other side's write
+// end) or ctx ends.
+func relayConn(ctx context.Context, c net.Conn, spec RelaySpec, u *upstream) {
 	defer c.Close()
 	dctx, cancel := context.WithTimeout(ctx, spec.DialTimeout)
-	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", spec.To)
+	to := u.pick()
+	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", to)
 	cancel()
 	if err != nil {
+		u.failed(to)
 		return
 	}
 	defer up.Close()
@@ -111,14 +158,16 @@ func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
 	wg.Wait()
 }
 
-// relayMain runs `agent relay --listen ADDR --to HOST:PORT` until SIGTERM
-// or SIGINT.
+// relayMain runs `agent relay --listen ADDR --to HOST:PORT [--backup
+// HOST:PORT --switch-after D]` until SIGTERM or SIGINT.
 func relayMain(args []string, stderr io.Writer) int {
 	var s RelaySpec
 	fs := flag.NewFlagSet("agent relay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&s.Listen, "listen", "", "address to accept connections on (\":7200\")")
 	fs.StringVar(&s.To, "to", "", "HOST:PORT to forward every connection to")
+	fs.StringVar(&s.Backup, "backup", "", "HOST:PORT to forward to once a dial of --to failed, after --switch-after")
+	fs.DurationVar(&s.SwitchAfter, "switch-after", 0, "how long after the first failed dial of --to the relay switches to --backup")
 	if fs.Parse(args) != nil {
 		return 2
 	}
