@@ -52,6 +52,8 @@ func Workloads() []workload.Info {
 		workload.H2loadInfo(),
 		workload.PgbenchInfo(),
 		workload.TunnelUpInfo(),
+		workload.DiscoveryInfo(),
+		workload.FailoverInfo(),
 	}
 }
 

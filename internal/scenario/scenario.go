@@ -282,6 +282,9 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		clean = clean && len(ps) == n
 	}
 	ps = append(ps, s.limitProblems(cat, dpClean)...)
+	if clean && dpClean {
+		ps = append(ps, s.capabilityProblems(cat)...)
+	}
 	if clean {
 		// Equal points would be equal trials, which records cannot tell apart.
 		seen := map[string]int{}

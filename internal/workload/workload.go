@@ -144,4 +144,8 @@ type Info struct {
 	// others need programs on the controller's machine and run only on
 	// local sites.
 	Pods bool
+	// Needs names a datapath capability the workload needs
+	// (datapath.NeedExpose, datapath.NeedRedundant); "" for none.
+	// Validate refuses a scenario that pairs it with a datapath without.
+	Needs string
 }

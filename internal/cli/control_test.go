@@ -1,0 +1,101 @@
+package cli_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/spanperf/spanperf/internal/results"
+)
+
+// TestDiscoveryKnownAnswer: a custom datapath whose expose command takes a
+// known 200 ms (it sleeps, then returns) reads discovery_s 200 ms to
+// 230 ms: never less than the injected delay, and above it by starting sh
+// and the probe's first connection (the server, started beside the
+// exposure, is ready well before). Checkpoints come in order.
+func TestDiscoveryKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: discovery-known
+datapaths:
+  - name: custom
+    label: slow-expose
+    up: "exec sleep 1d"
+    expose: "sleep 0.2"
+workloads:
+  - type: discovery
+repetitions: 5
+`)
+	if len(recs) != 5 {
+		t.Fatalf("%d records, want 5", len(recs))
+	}
+	for _, r := range recs {
+		logCheckpoints(t, r)
+		checkpointsInOrder(t, r)
+	}
+	d := medianOf(t, recs, "interval", "1ms", results.DiscoverySeconds)
+	if d < 0.200 || d > 0.230 {
+		t.Errorf("discovery_s median %.1f ms, want 200 to 230 ms (expose sleeps 200 ms)", d*1e3)
+	}
+}
+
+// logCheckpoints logs a discovery record's checkpoints.
+func logCheckpoints(t *testing.T, r results.Record) {
+	t.Helper()
+	m := r.Metrics
+	t.Logf("%-12s ready %7.1f ms  routed %7.1f ms  connect %7.1f ms  response %7.1f ms  discovery %7.1f ms  attempts %v",
+		r.Datapath, m[results.ProcessReadySeconds]*1e3, m[results.RouteInstalledSeconds]*1e3, m[results.FirstConnectSeconds]*1e3,
+		m[results.FirstResponseSeconds]*1e3, m[results.DiscoverySeconds]*1e3, m[results.ProbeAttempts])
+}
+
+// checkpointsInOrder: the route is installed before the first connection,
+// which comes before the first response, which is the discovery time;
+// the server was ready before that response.
+func checkpointsInOrder(t *testing.T, r results.Record) {
+	t.Helper()
+	m := r.Metrics
+	route, conn, resp, d, ready := m[results.RouteInstalledSeconds], m[results.FirstConnectSeconds], m[results.FirstResponseSeconds], m[results.DiscoverySeconds], m[results.ProcessReadySeconds]
+	if !(route > 0 && route <= conn && conn <= resp && resp == d && ready > 0 && ready <= resp) {
+		t.Errorf("%s: checkpoints out of order: ready %v route %v connect %v response %v discovery %v", r.Datapath, ready, route, conn, resp, d)
+	}
+	if m[results.ProbeAttempts] < 1 {
+		t.Errorf("%s: %v probe attempts", r.Datapath, m[results.ProbeAttempts])
+	}
+}
+
+// TestFailoverKnownAnswer: a custom datapath whose relay in the client's
+// site switches to the backup server a known 300 ms after its first failed
+// dial of the preferred one reads outage_s 300 ms ± 30 ms (the median of
+// 5), with failed transactions counted and the backup answering after.
+// Above 300 ms are the time the killed server's socket takes to close
+// (the relay's first failed dial starts its timer) and the last answer's
+// distance from the kill.
+func TestFailoverKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, fmt.Sprintf(`name: failover-known
+sites: 3
+datapaths:
+  - name: custom
+    label: switch-300ms
+    up: "exec sleep 1d"
+    failover: "exec %s agent relay --listen {site_addr}:17300 --to {peer_addr}:{port} --backup {backup_addr}:{port} --switch-after 300ms"
+    failover_target: "{site_addr}:17300"
+workloads:
+  - type: failover
+    run_for: 2s
+    fail_after: 500ms
+repetitions: 5
+`, bin))
+	if len(recs) != 5 {
+		t.Fatalf("%d records, want 5", len(recs))
+	}
+	for _, r := range recs {
+		m := r.Metrics
+		t.Logf("outage %.1f ms  recovery %.1f ms  failed %v  answered by b %v, c %v", m[results.OutageSeconds]*1e3, m[results.RecoverySeconds]*1e3,
+			m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
+		if m[results.FailedTransactions] < 50 || m[results.AnsweredBy+"{b}"] < 1 || m[results.AnsweredBy+"{c}"] < 1 {
+			t.Errorf("failed %v, answered by b %v, c %v: want failures, and answers from both", m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
+		}
+	}
+	if o := medianOf(t, recs, "fail", "server", results.OutageSeconds); o < 0.270 || o > 0.330 {
+		t.Errorf("outage_s median %.1f ms, want 300 ± 30 ms", o*1e3)
+	}
+}
