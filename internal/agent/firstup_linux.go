@@ -45,8 +45,8 @@ func FirstTransaction(ctx context.Context, target string, interval, timeout time
 		now := time.Now().UnixNano()
 		mu.Lock()
 		defer mu.Unlock()
-		if connected && (firstConnect == 0 || now < firstConnect) {
-			firstConnect = now
+		if connected != 0 && (firstConnect == 0 || connected < firstConnect) {
+			firstConnect = connected
 		}
 		if err == nil {
 			if firstOK == 0 {
@@ -68,24 +68,25 @@ func FirstTransaction(ctx context.Context, target string, interval, timeout time
 	return res
 }
 
-// transact makes one connection and one 1-byte request/response; connected
-// says whether the connection was made.
-func transact(ctx context.Context, target string, timeout time.Duration) (connected bool, err error) {
+// transact makes one connection and one 1-byte request/response;
+// connected is when the connection was made (Unix ns; 0 if it was not).
+func transact(ctx context.Context, target string, timeout time.Duration) (connected int64, err error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
+	connected = time.Now().UnixNano()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(append(encodeHeader(ModeRR, 0, 1, 1), 1)); err != nil {
-		return true, err
+		return connected, err
 	}
 	b := make([]byte, 1)
 	if _, err := io.ReadFull(c, b); err != nil {
-		return true, fmt.Errorf("response: %w", err)
+		return connected, fmt.Errorf("response: %w", err)
 	}
-	return true, nil
+	return connected, nil
 }
 
 // firstupMain runs `spanperf agent firstup --interval D --timeout D`: it

@@ -3,7 +3,9 @@ package cli_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/results"
 )
 
@@ -97,5 +99,64 @@ repetitions: 5
 	}
 	if o := medianOf(t, recs, "fail", "server", results.OutageSeconds); o < 0.270 || o > 0.330 {
 		t.Errorf("outage_s median %.1f ms, want 300 ± 30 ms", o*1e3)
+	}
+}
+
+// TestDiscoveryRealDatapaths: a server started after setup and exposed
+// through native (a new address and the wan router's route to it),
+// wireguard (a new address in the peers' allowed IPs) and mtls-relay (new
+// relay listeners and routes) carries its first transaction, with the
+// checkpoints in order; nothing is left behind.
+func TestDiscoveryRealDatapaths(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: discovery-real
+datapaths: [native, wireguard, mtls-relay]
+workloads:
+  - type: discovery
+repetitions: 3
+`)
+	if len(recs) != 9 {
+		t.Fatalf("%d records, want 9", len(recs))
+	}
+	for _, r := range recs {
+		logCheckpoints(t, r)
+		checkpointsInOrder(t, r)
+	}
+}
+
+// TestFailoverMTLSRelay: the server in two sites, the client in the
+// first; mtls-relay's client-site relay routes to b, with c as backup,
+// health-checking both end to end. Killing b's server mid-run moves the
+// traffic to c: the outage is finite and within the health checks'
+// configured detection time (RelayCheckInter + (RelayCheckFall-1) ·
+// RelayCheckFastInter + RelayCheckTimeout, 250 ms) plus 100 ms for the
+// last answer's distance from the kill and a loaded machine; the
+// transactions sent to b meanwhile failed and are counted. Nothing is
+// left behind.
+func TestFailoverMTLSRelay(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: failover-mtls
+sites: 3
+datapaths: [mtls-relay]
+workloads:
+  - type: failover
+    run_for: 2s
+    fail_after: 500ms
+repetitions: 3
+`)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3", len(recs))
+	}
+	bound := datapath.RelayCheckInter + (datapath.RelayCheckFall-1)*datapath.RelayCheckFastInter + datapath.RelayCheckTimeout + 100*time.Millisecond
+	for _, r := range recs {
+		m := r.Metrics
+		t.Logf("outage %.1f ms  recovery %.1f ms  failed %v  answered by b %v, c %v", m[results.OutageSeconds]*1e3, m[results.RecoverySeconds]*1e3,
+			m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
+		if o := m[results.OutageSeconds]; o <= 0 || o > bound.Seconds() {
+			t.Errorf("outage_s %.1f ms, want > 0 and ≤ %v", o*1e3, bound)
+		}
+		if m[results.FailedTransactions] < 1 || m[results.AnsweredBy+"{b}"] < 1 || m[results.AnsweredBy+"{c}"] < 1 {
+			t.Errorf("failed %v, answered by b %v, c %v: want failures, and answers from both", m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
+		}
 	}
 }

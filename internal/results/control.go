@@ -18,8 +18,8 @@ const (
 // answer of the failed site's server to the first from the other site
 // (OutageSeconds, the headline); from the failure's injection to that
 // first answer (RecoverySeconds); and how many transactions failed
-// (FailedTransactions). AnsweredBy{SITE} counts the transactions each
-// site's server answered.
+// (FailedTransactions, counted from the first that succeeded).
+// AnsweredBy{SITE} counts the transactions each site's server answered.
 const (
 	OutageSeconds      = "outage_s"
 	RecoverySeconds    = "recovery_s"

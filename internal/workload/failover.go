@@ -169,13 +169,23 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (*Result, error)
 }
 
 // failoverFigures computes failover's metrics from the probe's attempts:
-// the server of site failed was killed at failAt (Unix ns).
+// the server of site failed was killed at failAt (Unix ns). Failed
+// transactions are those started after the first successful one.
 func failoverFigures(run agent.FailoverRun, failed string, failAt int64) (map[string]float64, error) {
-	var lastFailed, firstOther int64
+	var lastFailed, firstOther, firstOK int64
+	for _, a := range run.Attempts {
+		if a.OK() && (firstOK == 0 || a.StartNS < firstOK) {
+			firstOK = a.StartNS
+		}
+	}
 	m := map[string]float64{results.FailedTransactions: 0}
 	for _, a := range run.Attempts {
 		if !a.OK() {
-			m[results.FailedTransactions]++
+			// Attempts before the first that got through found the
+			// route still coming up: not failover's to count.
+			if firstOK != 0 && a.StartNS > firstOK {
+				m[results.FailedTransactions]++
+			}
 			continue
 		}
 		m[results.AnsweredBy+"{"+a.Site+"}"]++
