@@ -1,12 +1,20 @@
 package cli_test
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/testbed"
 )
 
 // TestDiscoveryKnownAnswer: a custom datapath whose expose command takes a
@@ -147,6 +155,9 @@ repetitions: 3
 	if len(recs) != 3 {
 		t.Fatalf("%d records, want 3", len(recs))
 	}
+	if ps := processesWith("/mtls-relay/expose-"); len(ps) > 0 {
+		t.Errorf("exposure relays left after the run: %v", ps)
+	}
 	bound := datapath.RelayCheckInter + (datapath.RelayCheckFall-1)*datapath.RelayCheckFastInter + datapath.RelayCheckTimeout + 100*time.Millisecond
 	for _, r := range recs {
 		m := r.Metrics
@@ -159,4 +170,67 @@ repetitions: 3
 			t.Errorf("failed %v, answered by b %v, c %v: want failures, and answers from both", m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
 		}
 	}
+}
+
+// TestFailoverKillThenClean kills `spanperf run` (SIGKILL) mid-way through
+// a failover trial through mtls-relay: its servers, probe and exposure
+// relays run. clean, scoped to the run, leaves nothing: no namespace,
+// ledger, temp dir, agent or haproxy of the run.
+func TestFailoverKillThenClean(t *testing.T) {
+	requireRoot(t)
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(p, []byte("name: killfailover\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    run_for: 20s\n    fail_after: 10s\nrepetitions: 2\n"), 0o644)
+	dir := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(bin, "run", "-f", p, "--out", dir)
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var run string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failover probe of testbed %q after 60 s:\n%s", run, e.String())
+		}
+		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+		for _, l := range ledgers {
+			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid {
+				run = ents[0].Run
+			}
+		}
+		if run != "" && len(processesWith("agent failover")) > 0 && len(processesWith("expose-")) > 0 {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // traffic flowing through the exposure
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	out, errOut, code := spanperf(t, "clean", "--run", run)
+	if code != 0 {
+		t.Fatalf("clean: exit %d\n%s%s", code, out, errOut)
+	}
+	if r := residueOf(t, run); len(r) > 0 {
+		t.Errorf("left behind after SIGKILL and clean: %v\nclean said:\n%s", r, out)
+	}
+	if ps := processesWith("spanperf-" + run); len(ps) > 0 {
+		t.Errorf("processes of run %s left after clean: %v", run, ps)
+	}
+}
+
+// processesWith lists the PIDs of processes whose command line contains s.
+func processesWith(s string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) && pid != os.Getpid() {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

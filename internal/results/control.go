@@ -25,4 +25,7 @@ const (
 	RecoverySeconds    = "recovery_s"
 	FailedTransactions = "failed_transactions"
 	AnsweredBy         = "answered_by"
+	// FailedAfterSeconds is when the failure was injected, from the first
+	// answer (the workload's fail_after, plus the controller's lateness).
+	FailedAfterSeconds = "failed_after_s"
 )

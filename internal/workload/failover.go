@@ -162,6 +162,7 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("failover: through %s after %s's server was killed: %w", target, first.Site, err)
 	}
+	m[results.FailedAfterSeconds] = failAt.Sub(time.Unix(0, first.AtNS)).Seconds()
 	if undoErr != nil {
 		return nil, fmt.Errorf("failover: undo: %w", undoErr)
 	}
