@@ -46,7 +46,8 @@ const (
 // improves: higher for _bps, _per_s, _per_core and sustained; lower for
 // latency_…, rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte,
 // cpu_us_per_transaction, errors, timeouts, retransmits, retransmit_rate and
-// the setup, tunnel-up and teardown times; neutral for
+// the setup, tunnel-up and teardown times, discovery's times and
+// failover's outage, recovery and failed transactions; neutral for
 // everything else, among them raw CPU and energy, and the offered rate of a
 // paced workload (target_rate, offered_per_s), which is an input. A
 // component suffix ("{name}") is ignored.
@@ -58,7 +59,9 @@ func MetricDirection(metric string) Direction {
 	case results.Sustained, results.JainFairness:
 		return HigherIsBetter
 	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate,
-		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
+		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction,
+		results.DiscoverySeconds, results.ProcessReadySeconds, results.RouteInstalledSeconds, results.FirstConnectSeconds, results.FirstResponseSeconds,
+		results.OutageSeconds, results.RecoverySeconds, results.FailedTransactions:
 		return LowerIsBetter
 	case results.TargetRate, results.OfferedPerS:
 		return Neutral

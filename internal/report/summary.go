@@ -48,6 +48,11 @@ var headlineMetrics = map[string][]string{
 	"rate-sweep": {"max_sustained_requests_per_s", results.LatencyP99},
 	// A datapath's life: setup, first transaction, teardown.
 	"tunnel-up": {results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds},
+	// A service appearing: until its first transaction, and the route's
+	// part of it.
+	"discovery": {results.DiscoverySeconds, results.RouteInstalledSeconds},
+	// A server failing: the gap, and the transactions lost in it.
+	"failover": {results.OutageSeconds, results.FailedTransactions},
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of
