@@ -1,22 +1,22 @@
 package plugins
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spanperf/spanperf/internal/scenario"
 )
 
-// TestControlWorkloadsRefuseDatapathsWithout: discovery and failover are
-// refused at parse time, by file, line and key, with every datapath that
-// cannot expose a service after setup or route to one served in two
-// sites; the others pass.
+// TestControlWorkloadsRefuseDatapathsWithout: discovery or failover with
+// no datapath that can expose a service after setup, or route to one
+// served in two sites, is refused at parse time by file, line and key,
+// with each datapath's reason. In a scenario where some datapaths can,
+// the others are left out of the plan (Incapable says why).
 func TestControlWorkloadsRefuseDatapathsWithout(t *testing.T) {
 	src := `name: s
 sites: 3
 datapaths:
-  - native
   - ipsec
-  - mtls-relay
   - name: custom
     up: "true"
 workloads:
@@ -24,16 +24,31 @@ workloads:
   - type: failover
 `
 	_, err := scenario.Parse("s.yaml", []byte(src), Catalog{})
-	want := "s.yaml:10: workloads[0].type: discovery: datapaths[1]: ipsec cannot expose a service after setup: a new child SA per exposed service is not built yet (ipsec's children cover the sites' own addresses only)\n" +
-		"s.yaml:10: workloads[0].type: discovery: datapaths[3]: custom cannot expose a service after setup: custom: no expose command (the datapath's expose key)\n" +
-		"s.yaml:11: workloads[1].type: failover: datapaths[0]: native cannot route to a service served in two sites\n" +
-		"s.yaml:11: workloads[1].type: failover: datapaths[1]: ipsec cannot route to a service served in two sites\n" +
-		"s.yaml:11: workloads[1].type: failover: datapaths[3]: custom cannot route to a service served in two sites: custom: no failover command or failover_target (the datapath's failover and failover_target keys)"
+	want := "s.yaml:8: workloads[0].type: discovery: datapaths[0]: ipsec cannot expose a service after setup: a new child SA per exposed service is not built yet (ipsec's children cover the sites' own addresses only)\n" +
+		"s.yaml:8: workloads[0].type: discovery: datapaths[1]: custom cannot expose a service after setup: custom: no expose command (the datapath's expose key)\n" +
+		"s.yaml:9: workloads[1].type: failover: datapaths[0]: ipsec cannot route to a service served in two sites\n" +
+		"s.yaml:9: workloads[1].type: failover: datapaths[1]: custom cannot route to a service served in two sites: custom: no failover command or failover_target (the datapath's failover and failover_target keys)"
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n%v\nwant:\n%s", err, want)
 	}
-	ok := "name: s\nsites: 3\ndatapaths: [mtls-relay, {name: custom, up: \"true\", expose: \"true\", failover: \"true\", failover_target: \"{site_addr}:1\"}]\nworkloads: [{type: discovery}, {type: failover}]\n"
-	if _, err := scenario.Parse("s.yaml", []byte(ok), Catalog{}); err != nil {
-		t.Errorf("datapaths that can: %v", err)
+	mixed := "name: s\nsites: 3\ndatapaths: [native, ipsec, mtls-relay, {name: custom, up: \"true\", expose: \"true\", failover: \"true\", failover_target: \"{site_addr}:1\"}]\nworkloads: [{type: discovery}, {type: failover}, {type: rr}]\n"
+	s, err := scenario.Parse("s.yaml", []byte(mixed), Catalog{})
+	if err != nil {
+		t.Fatalf("datapaths of which some can: %v", err)
+	}
+	for _, c := range []struct {
+		label, workload, why string
+	}{
+		{"native", "discovery", ""},
+		{"native", "failover", "native cannot route to a service served in two sites"},
+		{"ipsec", "discovery", "ipsec cannot expose"},
+		{"ipsec", "rr", ""},
+		{"mtls-relay", "failover", ""},
+		{"custom", "failover", ""},
+	} {
+		err := s.Incapable(Catalog{}, c.label, c.workload)
+		if c.why == "" && err != nil || c.why != "" && (err == nil || !strings.Contains(err.Error(), c.why)) {
+			t.Errorf("Incapable(%s, %s) = %v, want %q", c.label, c.workload, err, c.why)
+		}
 	}
 }

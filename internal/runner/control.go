@@ -9,6 +9,7 @@ import (
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
+	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/workload"
 )
@@ -79,4 +80,24 @@ func runControl(ctx context.Context, o Options, t Trial, tb testbed.Testbed, lin
 	}
 	rec.Metrics = res.Metrics
 	return rec
+}
+
+// incapable prints, once per pair, each workload that a datapath of s
+// cannot run and why: the plan leaves those pairs out.
+func (p *progress) incapable(s *scenario.Scenario) {
+	if p.w == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, w := range s.Workloads {
+		for _, d := range s.Datapaths {
+			if seen[w.Type+"\x00"+d.Label] {
+				continue
+			}
+			seen[w.Type+"\x00"+d.Label] = true
+			if err := s.Incapable(plugins.Catalog{}, d.Label, w.Type); err != nil {
+				fmt.Fprintf(p.w, "not planned: %s on %s: %v\n", w.Type, d.Label, err)
+			}
+		}
+	}
 }

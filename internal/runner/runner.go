@@ -60,6 +60,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	p := &progress{w: o.Progress, total: total, pending: pending, start: time.Now()}
+	p.incapable(o.Scenario)
 	for _, g := range groups {
 		var todo []Trial
 		for _, t := range g.Trials {
