@@ -136,11 +136,10 @@ repetitions: 3
 // first; mtls-relay's client-site relay routes to b, with c as backup,
 // health-checking both end to end. Killing b's server mid-run moves the
 // traffic to c: the outage is finite and within the health checks'
-// configured detection time (RelayCheckInter + (RelayCheckFall-1) ·
-// RelayCheckFastInter + RelayCheckTimeout, 250 ms) plus 100 ms for the
-// last answer's distance from the kill and a loaded machine; the
-// transactions sent to b meanwhile failed and are counted. Nothing is
-// left behind.
+// configured detection time (datapath.RelayCheckDetect, 150 ms) plus
+// 200 ms for a check's own TLS handshake, the last answer's distance from
+// the kill and a loaded machine; the transactions sent to b meanwhile
+// failed and are counted. Nothing is left behind.
 func TestFailoverMTLSRelay(t *testing.T) {
 	requireRoot(t)
 	recs, _ := runWAN(t, `name: failover-mtls
@@ -158,7 +157,7 @@ repetitions: 3
 	if ps := processesWith("/mtls-relay/expose-"); len(ps) > 0 {
 		t.Errorf("exposure relays left after the run: %v", ps)
 	}
-	bound := datapath.RelayCheckInter + (datapath.RelayCheckFall-1)*datapath.RelayCheckFastInter + datapath.RelayCheckTimeout + 100*time.Millisecond
+	bound := datapath.RelayCheckDetect + 200*time.Millisecond
 	for _, r := range recs {
 		m := r.Metrics
 		t.Logf("outage %.1f ms  recovery %.1f ms  failed %v  answered by b %v, c %v", m[results.OutageSeconds]*1e3, m[results.RecoverySeconds]*1e3,

@@ -36,14 +36,18 @@ const (
 // is checked end to end (mutual TLS to its site's relay, which delivers to
 // the service, and the service's answer) every RelayCheckInter; after a
 // failure the next check comes RelayCheckFastInter later, and
-// RelayCheckFall failures in a row mark it down. A server is thus found
-// down at most RelayCheckInter + (RelayCheckFall-1)·RelayCheckFastInter,
-// plus a check's own time (at most RelayCheckTimeout), after it failed.
+// RelayCheckFall failures in a row mark it down. A killed server's check
+// fails as soon as its relay's connection to it is refused, so the relay
+// finds it down at most RelayCheckDetect after it died, plus a check's own
+// time (a TLS handshake). RelayCheckTimeout bounds a check that gets no
+// answer: long, so that a slow check on a loaded machine does not mark a
+// live server down.
 const (
 	RelayCheckInter     = 100 * time.Millisecond
 	RelayCheckFastInter = 50 * time.Millisecond
 	RelayCheckFall      = 2
-	RelayCheckTimeout   = 100 * time.Millisecond
+	RelayCheckDetect    = RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter
+	RelayCheckTimeout   = time.Second
 )
 
 // CanExpose: mtls-relay exposes a service with a relay listener in every
