@@ -44,4 +44,3 @@ func TestExposeThenUndo(t *testing.T) {
 		})
 	}
 }
-
