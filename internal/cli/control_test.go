@@ -233,3 +233,39 @@ func processesWith(s string) []int {
 	}
 	return out
 }
+
+// TestFailoverMTLSRelayGateway: as TestFailoverMTLSRelay, but b's site is
+// cut off the underlay (its gateway dies) instead of its server: nothing
+// answers, so every health check waits out its timeout and the outage
+// lies between RelayCheckFall·RelayCheckTimeout (less 100 ms for the
+// check under way at the cut) and datapath.RelayCheckDetectSilent plus
+// 300 ms. The cut is lifted after the trial: nothing left behind.
+func TestFailoverMTLSRelayGateway(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: failover-mtls-gw
+sites: 3
+datapaths: [mtls-relay]
+workloads:
+  - type: failover
+    fail: gateway
+    run_for: 5s
+    fail_after: 1s
+repetitions: 2
+`)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	lo := datapath.RelayCheckFall*datapath.RelayCheckTimeout - 100*time.Millisecond
+	hi := datapath.RelayCheckDetectSilent + 300*time.Millisecond
+	for _, r := range recs {
+		m := r.Metrics
+		t.Logf("outage %.1f ms  recovery %.1f ms  failed %v  answered by b %v, c %v", m[results.OutageSeconds]*1e3, m[results.RecoverySeconds]*1e3,
+			m[results.FailedTransactions], m[results.AnsweredBy+"{b}"], m[results.AnsweredBy+"{c}"])
+		if o := m[results.OutageSeconds]; o < lo.Seconds() || o > hi.Seconds() {
+			t.Errorf("outage_s %.1f ms, want %v to %v", o*1e3, lo, hi)
+		}
+		if m[results.FailedTransactions] < 1 || m[results.AnsweredBy+"{c}"] < 1 {
+			t.Errorf("failed %v, answered by c %v", m[results.FailedTransactions], m[results.AnsweredBy+"{c}"])
+		}
+	}
+}

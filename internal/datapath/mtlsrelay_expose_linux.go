@@ -48,6 +48,10 @@ const (
 	RelayCheckFall      = 2
 	RelayCheckDetect    = RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter
 	RelayCheckTimeout   = time.Second
+	// RelayCheckDetectSilent is the most a silent server (its site cut
+	// off: every check waits out RelayCheckTimeout) takes to be found
+	// down; it takes at least RelayCheckFall·RelayCheckTimeout.
+	RelayCheckDetectSilent = RelayCheckInter + RelayCheckFall*RelayCheckTimeout + (RelayCheckFall-1)*RelayCheckFastInter
 )
 
 // CanExpose: mtls-relay exposes a service with a relay listener in every

@@ -11,6 +11,7 @@ import (
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
+	"github.com/spanperf/spanperf/internal/testbed/netns"
 	"github.com/spanperf/spanperf/internal/workload"
 )
 
@@ -58,6 +59,15 @@ func runControl(ctx context.Context, o Options, t Trial, tb testbed.Testbed, lin
 				return nil, err
 			}
 			return &workload.Exposure{Target: e.Target, Undo: e.Undo}, nil
+		}
+	}
+	if ltb, ok := tb.(*netns.Testbed); ok {
+		env.Isolate = func(site testbed.Site) (func() error, error) {
+			s, ok := site.(*netns.Site)
+			if !ok {
+				return nil, fmt.Errorf("isolate %s: not a local site", site.Name())
+			}
+			return ltb.Isolate(s)
 		}
 	}
 	limit := controlSlack

@@ -33,6 +33,10 @@ type ControlEnv struct {
 	// Redundant routes a client in from to port served in every site of
 	// to, preferring to[0] (datapath.RedundantFunc).
 	Redundant func(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Exposure, error)
+	// Isolate, when set, cuts a site off the underlay as if its gateway
+	// died (packets from and to it silently dropped); restore lifts the
+	// cut.
+	Isolate func(site testbed.Site) (restore func() error, err error)
 }
 
 // Exposure is a service made reachable through the datapath

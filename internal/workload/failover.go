@@ -28,7 +28,7 @@ func FailoverInfo() Info {
 			"the gap in successful transactions until the other answers, and the transactions that failed",
 		Params: []scenario.Field{
 			{Name: ServersParam, Kind: scenario.KindString, Default: "", Doc: `the two server sites, "b+c", the preferred first; "" is the last two sites (client_site picks the client's, default the first)`},
-			{Name: "fail", Kind: scenario.KindString, Default: "server", Enum: []string{"server"}, Doc: "what fails in the site in use: server (its process is killed with SIGKILL)"},
+			{Name: "fail", Kind: scenario.KindString, Default: "server", Enum: []string{"server", "gateway"}, List: true, Doc: "what fails in the site in use: server (its process is killed with SIGKILL) or gateway (the site is cut off the underlay: packets from and to it are dropped silently; restored after the trial)"},
 			{Name: "fail_after", Kind: scenario.KindDuration, Default: time.Second, Doc: "when, after the first answer, the site in use fails"},
 			{Name: "run_for", Kind: scenario.KindDuration, Default: 3 * time.Second, Doc: "how long the client starts transactions (the failure and the switch-over must fit)"},
 			{Name: "interval", Kind: scenario.KindDuration, Default: time.Millisecond, Doc: "how often the client starts a transaction (a new connection each)"},
@@ -79,12 +79,16 @@ func failoverSites(env ControlEnv) ([]testbed.Site, error) {
 // RunControl starts a server (answering with its site's name) in both
 // server sites on a fresh port, has the datapath route the client's site
 // to them, and runs `agent failover` in the client's site. fail_after
-// after the first answer, it kills the server of the site that answers;
+// after the first answer, it kills the server of the site that answers
+// (fail: server) or cuts that site off the underlay (fail: gateway);
 // when the probe is done it computes the outage from the attempts. The
-// servers and the routing are removed after.
-func (failover) RunControl(ctx context.Context, env ControlEnv) (*Result, error) {
+// servers, the routing and the cut are removed after.
+func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr error) {
 	if env.Redundant == nil {
 		return nil, errors.New("failover: the datapath cannot route to a service served in two sites")
+	}
+	if env.Params["fail"] == "gateway" && env.Isolate == nil {
+		return nil, errors.New("failover: fail gateway: this testbed cannot cut a site off")
 	}
 	servers, err := failoverSites(env)
 	if err != nil {
@@ -146,8 +150,27 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (*Result, error)
 		return nil, ctx.Err()
 	}
 	failAt := time.Now()
-	killProcess(procs[first.Site])
-	delete(procs, first.Site)
+	switch fail := fmt.Sprint(env.Params["fail"]); fail {
+	case "gateway":
+		var failed testbed.Site
+		for _, s := range servers {
+			if s.Name() == first.Site {
+				failed = s
+			}
+		}
+		restore, err := env.Isolate(failed)
+		if err != nil {
+			return nil, fmt.Errorf("failover: %w", err)
+		}
+		defer func() {
+			if err := restore(); err != nil && rerr == nil {
+				rerr = fmt.Errorf("failover: %w", err)
+			}
+		}()
+	default:
+		killProcess(procs[first.Site])
+		delete(procs, first.Site)
+	}
 	select {
 	case <-probe.Done():
 	case <-ctx.Done():
