@@ -236,10 +236,11 @@ func processesWith(s string) []int {
 
 // TestFailoverMTLSRelayGateway: as TestFailoverMTLSRelay, but b's site is
 // cut off the underlay (its gateway dies) instead of its server: nothing
-// answers, so every health check waits out its timeout and the outage
-// lies between RelayCheckFall·RelayCheckTimeout (less 100 ms for the
-// check under way at the cut) and datapath.RelayCheckDetectSilent plus
-// 300 ms. The cut is lifted after the trial: nothing left behind.
+// answers, so each health check fails when its connection times out
+// (RelayCheckInter), and the outage lies between RelayCheckFall checks'
+// worth (less 100 ms: the check under way at the cut) and
+// datapath.RelayCheckDetectSilent plus 300 ms. The cut is lifted after
+// the trial: nothing left behind.
 func TestFailoverMTLSRelayGateway(t *testing.T) {
 	requireRoot(t)
 	recs, _ := runWAN(t, `name: failover-mtls-gw
@@ -255,7 +256,7 @@ repetitions: 2
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
-	lo := datapath.RelayCheckFall*datapath.RelayCheckTimeout - 100*time.Millisecond
+	lo := datapath.RelayCheckFall*datapath.RelayCheckInter + datapath.RelayCheckFastInter - 100*time.Millisecond
 	hi := datapath.RelayCheckDetectSilent + 300*time.Millisecond
 	for _, r := range recs {
 		m := r.Metrics

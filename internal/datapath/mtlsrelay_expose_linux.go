@@ -36,22 +36,24 @@ const (
 // is checked end to end (mutual TLS to its site's relay, which delivers to
 // the service, and the service's answer) every RelayCheckInter; after a
 // failure the next check comes RelayCheckFastInter later, and
-// RelayCheckFall failures in a row mark it down. A killed server's check
-// fails as soon as its relay's connection to it is refused, so the relay
-// finds it down at most RelayCheckDetect after it died, plus a check's own
-// time (a TLS handshake). RelayCheckTimeout bounds a check that gets no
-// answer: long, so that a slow check on a loaded machine does not mark a
-// live server down.
+// RelayCheckFall failures in a row mark it down.
+//
+// A killed server's check fails as soon as its relay's connection to it
+// is refused, so the relay finds it down at most RelayCheckDetect after
+// it died, plus a check's own time (a TLS handshake). A silent server
+// (its site cut off) fails each check when the check's connection times
+// out: HAProxy bounds that by min(timeout connect, inter), here
+// RelayCheckInter, so it is found down at most RelayCheckDetectSilent
+// after the cut. RelayCheckTimeout bounds the answer once connected: long,
+// so that a slow answer on a loaded machine does not mark a live server
+// down (a connection slower than RelayCheckInter still does).
 const (
-	RelayCheckInter     = 100 * time.Millisecond
-	RelayCheckFastInter = 50 * time.Millisecond
-	RelayCheckFall      = 2
-	RelayCheckDetect    = RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter
-	RelayCheckTimeout   = time.Second
-	// RelayCheckDetectSilent is the most a silent server (its site cut
-	// off: every check waits out RelayCheckTimeout) takes to be found
-	// down; it takes at least RelayCheckFall·RelayCheckTimeout.
-	RelayCheckDetectSilent = RelayCheckInter + RelayCheckFall*RelayCheckTimeout + (RelayCheckFall-1)*RelayCheckFastInter
+	RelayCheckInter        = 100 * time.Millisecond
+	RelayCheckFastInter    = 50 * time.Millisecond
+	RelayCheckFall         = 2
+	RelayCheckDetect       = RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter
+	RelayCheckDetectSilent = RelayCheckInter + RelayCheckFall*RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter
+	RelayCheckTimeout      = time.Second
 )
 
 // CanExpose: mtls-relay exposes a service with a relay listener in every
