@@ -80,7 +80,7 @@ func failoverSites(env ControlEnv) ([]testbed.Site, error) {
 // server sites on a fresh port, has the datapath route the client's site
 // to them, and runs `agent failover` in the client's site. fail_after
 // after the first answer, it kills the server of the site that answers
-// (fail: server) or cuts that site off the underlay (fail: gateway);
+// then (fail: server) or cuts that site off the underlay (fail: gateway);
 // when the probe is done it computes the outage from the attempts. The
 // servers, the routing and the cut are removed after.
 func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr error) {
@@ -141,7 +141,7 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 	}
 	var first agent.FailoverSwitch
 	line, _, _ := strings.Cut(out.String(), "\n")
-	if err := json.Unmarshal([]byte(line), &first); err != nil || procs[first.Site] == nil {
+	if err := json.Unmarshal([]byte(line), &first); err != nil || procs[first.Site] == nil || first.AtNS == 0 {
 		return nil, fmt.Errorf("failover: probe said %q", line)
 	}
 	select {
@@ -150,11 +150,14 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 		return nil, ctx.Err()
 	}
 	failAt := time.Now()
+	// The site in use is the one that answered last: on a loaded machine
+	// a health check may have moved the traffic before the failure.
+	inUse := siteInUse(out.String(), first)
 	switch fail := fmt.Sprint(env.Params["fail"]); fail {
 	case "gateway":
 		var failed testbed.Site
 		for _, s := range servers {
-			if s.Name() == first.Site {
+			if s.Name() == inUse.Site {
 				failed = s
 			}
 		}
@@ -168,8 +171,8 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 			}
 		}()
 	default:
-		killProcess(procs[first.Site])
-		delete(procs, first.Site)
+		killProcess(procs[inUse.Site])
+		delete(procs, inUse.Site)
 	}
 	select {
 	case <-probe.Done():
@@ -181,15 +184,28 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 		return nil, fmt.Errorf("failover: %w: %v: %s", err, probe.Wait(), probe.Tail())
 	}
 	undoErr = undoWithin(exp)
-	m, err := failoverFigures(run, first.Site, failAt.UnixNano())
+	m, err := failoverFigures(run, inUse.Site, failAt.UnixNano())
 	if err != nil {
-		return nil, fmt.Errorf("failover: through %s after %s's server was killed: %w", target, first.Site, err)
+		return nil, fmt.Errorf("failover: through %s after %s failed (%s): %w", target, inUse.Site, env.Params["fail"], err)
 	}
 	m[results.FailedAfterSeconds] = failAt.Sub(time.Unix(0, first.AtNS)).Seconds()
 	if undoErr != nil {
 		return nil, fmt.Errorf("failover: undo: %w", undoErr)
 	}
 	return &Result{Metrics: m}, nil
+}
+
+// siteInUse returns the last FailoverSwitch line in out (the probe's
+// output so far), or first.
+func siteInUse(out string, first agent.FailoverSwitch) agent.FailoverSwitch {
+	in := first
+	for _, l := range strings.Split(out, "\n") {
+		var s agent.FailoverSwitch
+		if json.Unmarshal([]byte(l), &s) == nil && s.Site != "" && s.AtNS >= in.AtNS {
+			in = s
+		}
+	}
+	return in
 }
 
 // failoverFigures computes failover's metrics from the probe's attempts:

@@ -39,3 +39,20 @@ func TestFailoverFigures(t *testing.T) {
 		t.Error("no answer from c after the failure: want an error")
 	}
 }
+
+// TestSiteInUse: the site in use is the probe's last switch line; a torn
+// last line or the final run line do not count.
+func TestSiteInUse(t *testing.T) {
+	first := agent.FailoverSwitch{Site: "b", AtNS: 10}
+	out := `{"site":"b","at_unix_ns":10}
+{"site":"c","at_unix_ns":20}
+{"site":"b","at_unix_ns":30}
+{"attempts":[]}
+{"site":"c","at_`
+	if got := siteInUse(out, first); got.Site != "b" || got.AtNS != 30 {
+		t.Errorf("siteInUse = %+v, want b at 30", got)
+	}
+	if got := siteInUse("", first); got != first {
+		t.Errorf("no lines: %+v, want the first", got)
+	}
+}
