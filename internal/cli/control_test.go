@@ -136,7 +136,7 @@ repetitions: 3
 // first; mtls-relay's client-site relay routes to b, with c as backup,
 // health-checking both end to end. Killing b's server mid-run moves the
 // traffic to c: the outage is finite and within the health checks'
-// configured detection time (datapath.RelayCheckDetect, 150 ms) plus
+// configured detection time (datapath.RelayCheckDetect, 300 ms) plus
 // 200 ms for a check's own TLS handshake, the last answer's distance from
 // the kill and a loaded machine; the transactions sent to b meanwhile
 // failed and are counted. Nothing is left behind.

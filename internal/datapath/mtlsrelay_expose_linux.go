@@ -46,9 +46,10 @@ const (
 // RelayCheckInter, so it is found down at most RelayCheckDetectSilent
 // after the cut. RelayCheckTimeout bounds the answer once connected: long,
 // so that a slow answer on a loaded machine does not mark a live server
-// down (a connection slower than RelayCheckInter still does).
+// down (a connection slower than RelayCheckInter still does: with
+// 100 ms, live servers were marked down at load averages above 20 here).
 const (
-	RelayCheckInter        = 100 * time.Millisecond
+	RelayCheckInter        = 250 * time.Millisecond
 	RelayCheckFastInter    = 50 * time.Millisecond
 	RelayCheckFall         = 2
 	RelayCheckDetect       = RelayCheckInter + (RelayCheckFall-1)*RelayCheckFastInter

@@ -149,10 +149,10 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	failAt := time.Now()
 	// The site in use is the one that answered last: on a loaded machine
 	// a health check may have moved the traffic before the failure.
 	inUse := siteInUse(out.String(), first)
+	var failAt time.Time
 	switch fail := fmt.Sprint(env.Params["fail"]); fail {
 	case "gateway":
 		var failed testbed.Site
@@ -162,6 +162,8 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 			}
 		}
 		restore, err := env.Isolate(failed)
+		// The failure is whole once every rule is in.
+		failAt = time.Now()
 		if err != nil {
 			return nil, fmt.Errorf("failover: %w", err)
 		}
@@ -171,6 +173,7 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 			}
 		}()
 	default:
+		failAt = time.Now()
 		killProcess(procs[inUse.Site])
 		delete(procs, inUse.Site)
 	}
