@@ -52,3 +52,30 @@ workloads:
 		}
 	}
 }
+
+// TestFailoverServersRefused: failover's two server sites are checked at
+// parse time, by file, line and key: two different sites of the
+// scenario, neither the client's; by default the last two, which takes
+// three sites.
+func TestFailoverServersRefused(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"name: s\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n",
+			"s.yaml:4: workloads[0].servers: the last two sites serve and the first is the client's: needs 3 sites, the scenario has 2"},
+		{"name: s\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    servers: [b+x, b+b, b]\n",
+			"s.yaml:6: workloads[0].servers[0]: \"x\" is not a site (sites: a, b, c)\n" +
+				"s.yaml:6: workloads[0].servers[1]: \"b+b\": want two different sites, \"b+c\" (the preferred first)\n" +
+				"s.yaml:6: workloads[0].servers[2]: \"b\": want two different sites, \"b+c\" (the preferred first)"},
+		{"name: s\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    client_site: c\n",
+			// server_site, which failover does not use, defaults to c too.
+			"s.yaml:5: workloads[0]: point \"attempt_timeout=1s client_site=c fail=server fail_after=1s interval=1ms run_for=3s servers=\" puts a client and the server in site c: they must be two sites\n" +
+				"s.yaml:5: workloads[0]: point \"attempt_timeout=1s client_site=c fail=server fail_after=1s interval=1ms run_for=3s servers=\" puts the client in c, a server's site: they must be three sites"},
+	} {
+		_, err := scenario.Parse("s.yaml", []byte(c.src), Catalog{})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s\nerror:\n%v\nwant:\n%s", c.src, err, c.want)
+		}
+	}
+	if _, err := scenario.Parse("s.yaml", []byte("name: s\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    client_site: b\n    servers: c+a\n"), Catalog{}); err != nil {
+		t.Errorf("client b, servers c+a: %v", err)
+	}
+}

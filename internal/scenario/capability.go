@@ -1,6 +1,10 @@
 package scenario
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // CapabilityChecker is an optional Catalog capability: Validate asks it
 // whether each datapath, with its options, has what each workload needs
@@ -51,4 +55,61 @@ func (s *Scenario) Incapable(cat Catalog, label, workload string) error {
 		}
 	}
 	return nil
+}
+
+// ServersParam is the parameter of a workload whose server runs in two
+// sites (failover): "b+c", the preferred first; "" means the last two
+// sites.
+const ServersParam = "servers"
+
+// serversProblems checks workload w's ServersParam values (at key path
+// path), when it has the parameter: two different sites of s, neither the
+// client's at any point.
+func (s *Scenario) serversProblems(path string, w WorkloadSpec) []problem {
+	vals, ok := w.Params[ServersParam]
+	if !ok {
+		return nil
+	}
+	names := s.SiteNames()
+	var ps []problem
+	for j, v := range vals {
+		ek := elemKey(join(path, ServersParam), j, len(vals))
+		str, _ := v.(string)
+		parts := strings.Split(str, "+")
+		if str == "" {
+			if len(names) < 3 {
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("the last two sites serve and the first is the client's: needs 3 sites, the scenario has %d", len(names))})
+			}
+			continue
+		}
+		if len(parts) != 2 || parts[0] == parts[1] {
+			ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q: want two different sites, \"b+c\" (the preferred first)", str)})
+			continue
+		}
+		for _, n := range parts {
+			if !slices.Contains(names, n) {
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q is not a site (sites: %s)", n, strings.Join(names, ", "))})
+			}
+		}
+	}
+	if len(ps) > 0 || len(names) < 2 {
+		return ps
+	}
+	for _, pt := range w.points() {
+		c := names[0]
+		if v, ok := pt.Params[ClientParam].(string); ok {
+			c = v
+		}
+		sv, _ := pt.Params[ServersParam].(string)
+		servers := strings.Split(sv, "+")
+		if sv == "" {
+			servers = names[len(names)-2:]
+		}
+		for _, cs := range strings.Split(c, "+") {
+			if slices.Contains(servers, cs) {
+				ps = append(ps, problem{subject: path, msg: fmt.Sprintf("point %q puts the client in %s, a server's site: they must be three sites", pt.Params.Key(), cs)})
+			}
+		}
+	}
+	return ps
 }

@@ -278,6 +278,7 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 		if len(ps) == n {
 			ps = append(ps, s.siteProblems(path, w)...)
+			ps = append(ps, s.serversProblems(path, w)...)
 		}
 		clean = clean && len(ps) == n
 	}

@@ -16,9 +16,8 @@ import (
 	"github.com/spanperf/spanperf/internal/testbed"
 )
 
-// ServersParam names failover's two server sites, "b+c", the preferred
-// first; empty means the testbed's last two sites.
-const ServersParam = "servers"
+// ServersParam names failover's two server sites (scenario.ServersParam).
+const ServersParam = scenario.ServersParam
 
 // FailoverInfo registers failover.
 func FailoverInfo() Info {
@@ -27,7 +26,7 @@ func FailoverInfo() Info {
 		Summary: "a server in two sites, the client in a third, the datapath routing to one; mid-run the one in use fails: " +
 			"the gap in successful transactions until the other answers, and the transactions that failed",
 		Params: []scenario.Field{
-			{Name: ServersParam, Kind: scenario.KindString, Default: "", Doc: `the two server sites, "b+c", the preferred first; "" is the last two sites (client_site picks the client's, default the first)`},
+			{Name: ServersParam, Kind: scenario.KindString, Default: "", List: true, Doc: `the two server sites, "b+c", the preferred first; "" is the last two sites (client_site picks the client's, default the first)`},
 			{Name: "fail", Kind: scenario.KindString, Default: "server", Enum: []string{"server", "gateway"}, List: true, Doc: "what fails in the site in use: server (its process is killed with SIGKILL) or gateway (the site is cut off the underlay: packets from and to it are dropped silently; restored after the trial)"},
 			{Name: "fail_after", Kind: scenario.KindDuration, Default: time.Second, Doc: "when, after the first answer, the site in use fails"},
 			{Name: "run_for", Kind: scenario.KindDuration, Default: 3 * time.Second, Doc: "how long the client starts transactions (the failure and the switch-over must fit)"},
