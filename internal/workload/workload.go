@@ -145,7 +145,8 @@ type Info struct {
 	// local sites.
 	Pods bool
 	// Needs names a datapath capability the workload needs
-	// (datapath.NeedExpose, datapath.NeedRedundant); "" for none.
-	// Validate refuses a scenario that pairs it with a datapath without.
+	// (datapath.NeedExpose, datapath.NeedRedundant); "" for none. The
+	// plan leaves out the datapaths without it; Validate refuses a
+	// scenario none of whose datapaths has it.
 	Needs string
 }
