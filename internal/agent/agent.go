@@ -7,7 +7,8 @@
 // client: "SPF1", mode (1 byte), flags (1 byte), 2 bytes padding, request size and response
 // size (big-endian uint32). Mode stream: the server reads and discards until
 // EOF. Mode rr: the server reads request-size bytes and answers with
-// response-size bytes, until EOF.
+// response-size bytes, until EOF. Mode who: the server answers with the
+// name it was started with (ServeAs) and closes.
 package agent
 
 import (
@@ -23,6 +24,9 @@ import (
 const (
 	ModeStream byte = 1
 	ModeRR     byte = 2
+	// ModeWho: the server answers with its name (one length byte, then
+	// the name; empty when it was given none) and closes.
+	ModeWho byte = 3
 )
 
 // DefaultPort is the port the agent server listens on.

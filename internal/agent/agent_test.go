@@ -55,7 +55,7 @@ func serve(t *testing.T) netip.AddrPort {
 			if err != nil {
 				return
 			}
-			go handle(c.(*net.TCPConn))
+			go handle(c.(*net.TCPConn), "")
 		}
 	}()
 	return netip.MustParseAddrPort(ln.Addr().String())

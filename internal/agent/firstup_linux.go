@@ -15,93 +15,78 @@ import (
 )
 
 // FirstUp is what `agent firstup` prints: when it began probing, when the
-// first transaction through the target succeeded (Unix nanoseconds; 0 if
-// none did), how many attempts it started, and the last attempt's error.
+// first attempt connected and when the first transaction through the
+// target succeeded (Unix nanoseconds; 0 if none did), how many attempts it
+// started, and the last attempt's error.
 type FirstUp struct {
-	StartNS   int64  `json:"start_unix_ns"`
-	FirstOKNS int64  `json:"first_ok_unix_ns"`
-	Attempts  int    `json:"attempts"`
-	LastError string `json:"last_error,omitempty"`
+	StartNS        int64  `json:"start_unix_ns"`
+	FirstConnectNS int64  `json:"first_connect_unix_ns,omitempty"`
+	FirstOKNS      int64  `json:"first_ok_unix_ns"`
+	Attempts       int    `json:"attempts"`
+	LastError      string `json:"last_error,omitempty"`
 }
 
-// maxInFlight bounds the attempts `agent firstup` has open at once.
+// maxInFlight bounds the attempts a probe has open at once.
 const maxInFlight = 256
 
 // FirstTransaction starts an attempt every interval (each a connection and
 // a one-byte request/response with the agent's server, each bounded by
 // attemptTimeout) until one succeeds or timeout passes. A new attempt does
-// not wait for the ones before it: a SYN lost while the path was down
-// would otherwise hold the probe for the kernel's retransmission time.
+// not wait for the ones before it (see EveryInterval).
 func FirstTransaction(ctx context.Context, target string, interval, timeout time.Duration) FirstUp {
 	const attemptTimeout = 2 * time.Second
 	res := FirstUp{StartNS: time.Now().UnixNano()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var mu sync.Mutex
-	okc := make(chan int64, 1)
-	sem := make(chan struct{}, maxInFlight)
-	var wg sync.WaitGroup
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case sem <- struct{}{}:
-			res.Attempts++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				err := transact(ctx, target, attemptTimeout)
-				if err == nil {
-					select {
-					case okc <- time.Now().UnixNano():
-					default:
-					}
-					cancel()
-					return
-				}
-				if ctx.Err() == nil {
-					mu.Lock()
-					res.LastError = err.Error()
-					mu.Unlock()
-				}
-			}()
-		case <-ctx.Done():
+	var firstOK, firstConnect int64
+	res.Attempts = EveryInterval(ctx, interval, maxInFlight, func(ctx context.Context) {
+		connected, err := transact(ctx, target, attemptTimeout)
+		now := time.Now().UnixNano()
+		mu.Lock()
+		defer mu.Unlock()
+		if connected != 0 && (firstConnect == 0 || connected < firstConnect) {
+			firstConnect = connected
 		}
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			select {
-			case res.FirstOKNS = <-okc:
-				res.LastError = ""
-			default:
-				if res.LastError == "" {
-					res.LastError = fmt.Sprintf("no transaction within %v", timeout)
-				}
+		if err == nil {
+			if firstOK == 0 {
+				firstOK = now
 			}
-			return res
-		case <-tick.C:
+			cancel()
+			return
 		}
+		if ctx.Err() == nil {
+			res.LastError = err.Error()
+		}
+	})
+	res.FirstOKNS, res.FirstConnectNS = firstOK, firstConnect
+	if firstOK != 0 {
+		res.LastError = ""
+	} else if res.LastError == "" {
+		res.LastError = fmt.Sprintf("no transaction within %v", timeout)
 	}
+	return res
 }
 
-// transact makes one connection and one 1-byte request/response.
-func transact(ctx context.Context, target string, timeout time.Duration) error {
+// transact makes one connection and one 1-byte request/response;
+// connected is when the connection was made (Unix ns; 0 if it was not).
+func transact(ctx context.Context, target string, timeout time.Duration) (connected int64, err error) {
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	connected = time.Now().UnixNano()
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write(append(encodeHeader(ModeRR, 0, 1, 1), 1)); err != nil {
-		return err
+		return connected, err
 	}
 	b := make([]byte, 1)
 	if _, err := io.ReadFull(c, b); err != nil {
-		return fmt.Errorf("response: %w", err)
+		return connected, fmt.Errorf("response: %w", err)
 	}
-	return nil
+	return connected, nil
 }
 
 // firstupMain runs `spanperf agent firstup --interval D --timeout D`: it

@@ -14,7 +14,7 @@ import (
 
 // Main runs `spanperf agent SUBCOMMAND ...` and returns the exit status:
 //
-//	serve  [--listen ADDR]      serve every mode (prints a Ready line)
+//	serve  [--listen ADDR] [--name SITE]   serve every mode (prints a Ready line); mode who answers SITE
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
@@ -22,9 +22,10 @@ import (
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
 //	wanemu --route FROM>TO:delay=D,jitter=J,loss=P,rate=BPS ...   the userspace WAN emulator (package wanemu)
-//	relay --listen ADDR --to HOST:PORT [--hold-bytes N]   forward TCP connections in userspace until SIGTERM (a component to size)
+//	relay --listen ADDR --to HOST:PORT [--hold-bytes N] [--backup HOST:PORT --switch-after D]   forward TCP connections in userspace until SIGTERM (a component to size; with a backup, a known switch-over delay)
 //	hold --target ADDR:PORT --count N [--connect-rate R] [--keepalive D]   open N connections, hold them until stdin closes (connections)
 //	hold-serve [--listen ADDR] [--count N]   echo the keepalives of held connections (prints a Ready line)
+//	failover --target HOST:PORT --duration D [--interval D]   a transaction (mode who) every interval; prints when the answering server changes, then every attempt
 //	sleep                       block until SIGTERM or SIGINT (an agent pod's command)
 //	run --pidfile FILE [--prog P] [--user U] [--env K=V]... -- ARGS...   write "PID START" to FILE, then exec spanperf (or P, from PATH; exit 127 when absent) ARGS in place, as user U
 //	write [--mode M] [--user U] [--from F] /PATH   write stdin (or F) to PATH, making its directories
@@ -41,7 +42,7 @@ import (
 // process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|relay|hold|hold-serve [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|failover|relay|hold|hold-serve [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -57,6 +58,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return relayMain(args[1:], stderr)
 	case "hold", "hold-serve":
 		return holdMain(args, os.Stdin, stdout, stderr)
+	case "failover":
+		return failoverMain(args[1:], stdout, stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
 	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":
@@ -65,10 +68,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs := flag.NewFlagSet("agent serve", flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		listen := fs.String("listen", ":"+strconv.Itoa(DefaultPort), "address to listen on")
-		if fs.Parse(args[1:]) != nil {
+		name := fs.String("name", "", "name to answer mode who with (the site)")
+		if fs.Parse(args[1:]) != nil || len(*name) > 255 {
 			return 2
 		}
-		if err := Serve(*listen, stdout); err != nil {
+		if err := ServeAs(*listen, *name, stdout); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}

@@ -32,6 +32,14 @@ type RelaySpec struct {
 	// every connection it accepts, and keeps until the connection closes:
 	// a known cost per connection, for known-answer tests.
 	HoldBytes int
+	// Backup, when set, is a second upstream: SwitchAfter after the first
+	// dial of To that fails, every new connection goes to Backup instead
+	// (a switch-over with a known delay; connections accepted meanwhile
+	// are closed when their dial of To fails).
+	Backup string
+	// SwitchAfter is how long after the first failed dial of To the relay
+	// switches to Backup.
+	SwitchAfter time.Duration
 }
 
 // Validate checks that both addresses are given.
@@ -45,7 +53,42 @@ func (s RelaySpec) Validate() error {
 	if s.HoldBytes < 0 {
 		return fmt.Errorf("relay: --hold-bytes must be ≥ 0, got %d", s.HoldBytes)
 	}
+	if s.Backup != "" {
+		if _, _, err := net.SplitHostPort(s.Backup); err != nil {
+			return fmt.Errorf("relay: --backup %q: %w", s.Backup, err)
+		}
+	}
+	if s.SwitchAfter < 0 || s.SwitchAfter > 0 && s.Backup == "" {
+		return fmt.Errorf("relay: --switch-after %v: wants a --backup and a duration ≥ 0", s.SwitchAfter)
+	}
 	return nil
+}
+
+// upstream picks where relayed connections go: To, until SwitchAfter
+// after the first failed dial of it, then Backup.
+type upstream struct {
+	spec     RelaySpec
+	mu       sync.Mutex
+	switchAt time.Time // zero until a dial of To failed
+}
+
+// pick returns the address a new connection dials now.
+func (u *upstream) pick() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.spec.Backup != "" && !u.switchAt.IsZero() && !time.Now().Before(u.switchAt) {
+		return u.spec.Backup
+	}
+	return u.spec.To
+}
+
+// failed notes a failed dial of addr.
+func (u *upstream) failed(addr string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if addr == u.spec.To && u.spec.Backup != "" && u.switchAt.IsZero() {
+		u.switchAt = time.Now().Add(u.spec.SwitchAfter)
+	}
 }
 
 // Relay forwards connections as spec says until ctx ends; ready, if not
@@ -65,6 +108,7 @@ func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error
 	if ready != nil {
 		ready(ln.Addr())
 	}
+	up := &upstream{spec: spec}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -88,21 +132,24 @@ func Relay(ctx context.Context, spec RelaySpec, ready func(addr net.Addr)) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			relayConn(ctx, c, spec)
+			relayConn(ctx, c, spec, up)
 		}()
 	}
 }
 
-// relayConn joins c to a new connection to spec.To until both directions
-// have ended (each half-closes the other side's write end) or ctx ends.
-func relayConn(ctx context.Context, c net.Conn, spec RelaySpec) {
+// relayConn joins c to a new connection to the upstream u picks until
+// both directions have ended (each half-closes the other side's write
+// end) or ctx ends.
+func relayConn(ctx context.Context, c net.Conn, spec RelaySpec, u *upstream) {
 	defer c.Close()
 	held := touched(spec.HoldBytes)
 	defer runtime.KeepAlive(held)
 	dctx, cancel := context.WithTimeout(ctx, spec.DialTimeout)
-	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", spec.To)
+	to := u.pick()
+	up, err := (&net.Dialer{}).DialContext(dctx, "tcp", to)
 	cancel()
 	if err != nil {
+		u.failed(to)
 		return
 	}
 	defer up.Close()
@@ -139,8 +186,8 @@ func touched(n int) []byte {
 	return b
 }
 
-// relayMain runs `agent relay --listen ADDR --to HOST:PORT` until SIGTERM
-// or SIGINT.
+// relayMain runs `agent relay --listen ADDR --to HOST:PORT [--backup
+// HOST:PORT --switch-after D]` until SIGTERM or SIGINT.
 func relayMain(args []string, stderr io.Writer) int {
 	var s RelaySpec
 	fs := flag.NewFlagSet("agent relay", flag.ContinueOnError)
@@ -148,6 +195,8 @@ func relayMain(args []string, stderr io.Writer) int {
 	fs.StringVar(&s.Listen, "listen", "", "address to accept connections on (\":7200\")")
 	fs.StringVar(&s.To, "to", "", "HOST:PORT to forward every connection to")
 	fs.IntVar(&s.HoldBytes, "hold-bytes", 0, "bytes to allocate, touch and keep for every connection until it closes (a known cost per connection)")
+	fs.StringVar(&s.Backup, "backup", "", "HOST:PORT to forward to once a dial of --to failed, after --switch-after")
+	fs.DurationVar(&s.SwitchAfter, "switch-after", 0, "how long after the first failed dial of --to the relay switches to --backup")
 	if fs.Parse(args) != nil {
 		return 2
 	}

@@ -21,7 +21,12 @@ type Ready struct {
 }
 
 // Serve listens on addr and serves every mode until the process is stopped.
-func Serve(addr string, stdout io.Writer) error {
+func Serve(addr string, stdout io.Writer) error { return ServeAs(addr, "", stdout) }
+
+// ServeAs is Serve for a server that answers ModeWho with name (the site
+// it runs in), so that a client behind a datapath that may route to
+// several servers can tell which one answered.
+func ServeAs(addr, name string, stdout io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("agent serve: %w", err)
@@ -35,11 +40,11 @@ func Serve(addr string, stdout io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("agent serve: %w", err)
 		}
-		go handle(c.(*net.TCPConn))
+		go handle(c.(*net.TCPConn), name)
 	}
 }
 
-func handle(c *net.TCPConn) {
+func handle(c *net.TCPConn, name string) {
 	rc, err := blockingFD(c, ioTimeout)
 	if err != nil {
 		c.Close()
@@ -72,6 +77,8 @@ func handle(c *net.TCPConn) {
 				return
 			}
 		}
+	case ModeWho:
+		rc.writeFull(append([]byte{byte(len(name))}, name...))
 	case ModeRR:
 		req := make([]byte, max(reqSize, 1))[:reqSize]
 		resp := make([]byte, respSize)

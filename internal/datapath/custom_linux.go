@@ -65,6 +65,10 @@ type Custom struct {
 	Ready string
 	// Timeout bounds how long each site may take to be ready; 0 means 30 s.
 	Timeout time.Duration
+	// Expose, Unexpose, Failover and FailoverTarget, when set, let the
+	// datapath expose a service after setup and route to one served in
+	// two sites (see CustomExposeFields).
+	Expose, Unexpose, Failover, FailoverTarget string
 }
 
 var (
@@ -77,7 +81,7 @@ func CustomInfo() Info {
 	return Info{
 		Name:    "custom",
 		Summary: "a datapath the scenario defines with shell commands run in each site (socat, skupper-router, Envoy...)",
-		Options: []scenario.Field{
+		Options: append([]scenario.Field{
 			{Name: "up", Kind: scenario.KindString, Required: true, Doc: "shell command (sh -c) run in every site at setup: it keeps running in the foreground (and is stopped at teardown), or exits 0 once what it started runs detached (setsid -f); " +
 				"placeholders {site} {site_addr} {site_num} {peer} {peer_addr} {peer_num} {port} {tmp}, and the same as SPANPERF_SITE, SPANPERF_SITE_ADDR, SPANPERF_SITE_NUM, SPANPERF_PEER, SPANPERF_PEER_ADDR, SPANPERF_PORT, SPANPERF_TMP; SPANPERF_SITES lists name=addr of every site"},
 			{Name: "down", Kind: scenario.KindString, Default: "", Doc: "shell command run in every site at teardown, before up's processes and the components are stopped (same placeholders and environment as up)"},
@@ -86,7 +90,7 @@ func CustomInfo() Info {
 			{Name: "role", Kind: scenario.KindString, Default: "relay", Enum: []string{"relay", "proxy", "gateway", "tunnel", "switch"}, Doc: "what the components do on the path"},
 			{Name: "ready", Kind: scenario.KindString, Default: "", Doc: "TCP address template (e.g. \"{site_addr}:17100\") that must be listening in the site before it counts as ready; nothing connects to it"},
 			{Name: "timeout", Kind: scenario.KindDuration, Default: 30 * time.Second, Doc: "how long each site may take to be ready"},
-		},
+		}, customExposeFields...),
 		Components: customComponents,
 		New: func(o map[string]any) (Datapath, error) {
 			c := &Custom{Target: "{peer_addr}:{port}", Role: "relay", Timeout: 30 * time.Second}
@@ -100,6 +104,10 @@ func CustomInfo() Info {
 			str("target", &c.Target)
 			str("role", &c.Role)
 			str("ready", &c.Ready)
+			str("expose", &c.Expose)
+			str("unexpose", &c.Unexpose)
+			str("failover", &c.Failover)
+			str("failover_target", &c.FailoverTarget)
 			var comps string
 			str("components", &comps)
 			for _, name := range strings.Split(comps, ",") {
@@ -131,6 +139,8 @@ type customVars struct {
 	site, siteAddr, peer, peerAddr string
 	siteNum, peerNum, port         int
 	tmp, sites                     string
+	// backup and backupAddr: the second server's site (failover).
+	backup, backupAddr string
 }
 
 func (v customVars) expand(s string) string {
@@ -138,6 +148,7 @@ func (v customVars) expand(s string) string {
 		"{site}", v.site, "{site_addr}", v.siteAddr, "{site_num}", strconv.Itoa(v.siteNum),
 		"{peer}", v.peer, "{peer_addr}", v.peerAddr, "{peer_num}", strconv.Itoa(v.peerNum),
 		"{port}", strconv.Itoa(v.port), "{tmp}", v.tmp,
+		"{backup}", v.backup, "{backup_addr}", v.backupAddr,
 	).Replace(s)
 }
 
@@ -146,6 +157,7 @@ func (v customVars) env() []string {
 		"SPANPERF_SITE=" + v.site, "SPANPERF_SITE_ADDR=" + v.siteAddr, "SPANPERF_SITE_NUM=" + strconv.Itoa(v.siteNum),
 		"SPANPERF_PEER=" + v.peer, "SPANPERF_PEER_ADDR=" + v.peerAddr, "SPANPERF_PORT=" + strconv.Itoa(v.port),
 		"SPANPERF_TMP=" + v.tmp, "SPANPERF_SITES=" + v.sites,
+		"SPANPERF_BACKUP=" + v.backup, "SPANPERF_BACKUP_ADDR=" + v.backupAddr,
 	}
 }
 
@@ -256,7 +268,10 @@ func (c *Custom) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 	}
 	var once sync.Once
 	var closeErr error
+	ex := &customExposer{c: c, tb: ltb, sites: sites, vars: vars}
 	return &Link{
+		Expose:    ex.exposeFunc(),
+		Redundant: ex.redundantFunc(),
 		Target: AddrTargets(func(from, to testbed.Site, port int) netip.AddrPort {
 			ap := targets[[2]string{from.Name(), to.Name()}]
 			i, j := index(sites, from), index(sites, to)
@@ -317,10 +332,7 @@ func index(sites []*netns.Site, s testbed.Site) int {
 // exits at once), it runs in a session of its own and outlives the
 // controller, as Site.Exec starts processes in such a testbed.
 func (c *Custom) run(_ context.Context, site *netns.Site, which string, v customVars, log string, detach bool) (*shellProc, error) {
-	script := c.Up
-	if which == "down" {
-		script = c.Down
-	}
+	script := map[string]string{"up": c.Up, "down": c.Down, "expose": c.Expose, "unexpose": c.Unexpose, "failover": c.Failover}[which]
 	f, err := os.OpenFile(log, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("custom: %s on site %s: %w", which, site.Name(), err)

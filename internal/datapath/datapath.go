@@ -173,6 +173,12 @@ type Link struct {
 	// updates Components and Alive in place. The runner calls it after
 	// each patch and restore, between trials.
 	Refresh func(ctx context.Context) error
+	// Expose, when set, exposes a service started after setup (see
+	// Exposer): port on site to, reachable from every other site.
+	Expose ExposeFunc
+	// Redundant, when set, routes a client in one site to a service
+	// served in several (see Redundancer).
+	Redundant RedundantFunc
 	// Close removes what Setup built. It is safe to call once; the testbed's
 	// own Close removes namespaces (and links in them) regardless.
 	Close func(context.Context) error

@@ -171,6 +171,8 @@ func (r *MTLSRelay) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		Target:     AddrTargets(hapTarget(sites)),
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
+		Expose:     r.exposeFunc(sites, pki.Dir()),
+		Redundant:  r.redundantFunc(sites, pki.Dir()),
 		Close: func(context.Context) error {
 			daemons.Stop(2 * time.Second)
 			return pki.Close()

@@ -59,8 +59,13 @@ func (Native) Setup(_ context.Context, tb testbed.Testbed) (*Link, error) {
 			}
 		}
 	}
+	var expose ExposeFunc
+	if ltb, ok := tb.(*netns.Testbed); ok && ltb.Topology() != testbed.TopologyGateway {
+		expose = nativeExpose(ltb)
+	}
 	return &Link{
 		Target:     AddrTargets(UnderlayTarget),
+		Expose:     expose,
 		Components: []results.Component{KernelComponent()},
 		Close: func(context.Context) error {
 			err := delRoutes(wan, routes)

@@ -316,6 +316,7 @@ func (w *WireGuard) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err
 		}),
 		Components: components,
 		Alive:      daemons.Alive,
+		Expose:     wgExpose(topo, built, port),
 		Close: func(context.Context) error {
 			if closed {
 				return nil

@@ -53,6 +53,8 @@ func Workloads() []workload.Info {
 		workload.PgbenchInfo(),
 		workload.TunnelUpInfo(),
 		workload.ConnectionsInfo(),
+		workload.DiscoveryInfo(),
+		workload.FailoverInfo(),
 	}
 }
 

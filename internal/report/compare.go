@@ -46,8 +46,9 @@ const (
 // improves: higher for _bps, _per_s, _per_core and sustained; lower for
 // latency_…, rss_…, joules_per_gigabyte, cpu_seconds_per_gigabyte,
 // cpu_us_per_transaction, errors, timeouts, retransmits, retransmit_rate,
-// the connections workload's failures and connect latencies, and the
-// setup, tunnel-up and teardown times; neutral for
+// the connections workload's failures and connect latencies, the setup,
+// tunnel-up and teardown times, discovery's times and failover's outage,
+// recovery and failed transactions; neutral for
 // everything else, among them raw CPU and energy, and the offered rate of a
 // paced workload (target_rate, offered_per_s), which is an input. A
 // component suffix ("{name}") is ignored.
@@ -60,7 +61,9 @@ func MetricDirection(metric string) Direction {
 		return HigherIsBetter
 	case results.Errors, results.Timeouts, results.Retransmits, results.RetransmitRate,
 		results.ConnectFailures, results.KeepaliveFailures, results.ConnectLatencyP50, results.ConnectLatencyP99,
-		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction:
+		results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds, results.CPUSecondsPerGigabyte, results.CPUMicrosPerTransaction,
+		results.DiscoverySeconds, results.ProcessReadySeconds, results.RouteInstalledSeconds, results.FirstConnectSeconds, results.FirstResponseSeconds,
+		results.OutageSeconds, results.RecoverySeconds, results.FailedTransactions:
 		return LowerIsBetter
 	case results.TargetRate, results.OfferedPerS:
 		return Neutral

@@ -50,6 +50,11 @@ var headlineMetrics = map[string][]string{
 	"tunnel-up": {results.SetupSeconds, results.TunnelUpSeconds, results.TeardownSeconds},
 	// Memory per open connection: the level reached, and what it cost.
 	"connections": {results.OpenConnections, results.ConnectRatePerS, results.ConnectFailures, results.RSSBytesDatapath, results.RSSBytesAddedPerConnectionDatapath},
+	// A service appearing: until its first transaction, and the route's
+	// part of it.
+	"discovery": {results.DiscoverySeconds, results.RouteInstalledSeconds},
+	// A server failing: the gap, and the transactions lost in it.
+	"failover": {results.OutageSeconds, results.FailedTransactions},
 }
 
 // costMetrics follow a built-in workload's headline metrics when any of

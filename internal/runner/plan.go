@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spanperf/spanperf/internal/plugins"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 )
@@ -55,7 +56,13 @@ func Plan(s *scenario.Scenario, seed int64) []Group {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x5ba7))
 	points := map[string][]scenario.Point{}
 	for _, d := range s.Datapaths {
-		points[d.Label] = s.PointsOf(d.Label)
+		// A workload the datapath cannot run (discovery without a way to
+		// expose) is left out; Run says so.
+		for _, pt := range s.PointsOf(d.Label) {
+			if s.Incapable(plugins.Catalog{}, d.Label, pt.Workload) == nil {
+				points[d.Label] = append(points[d.Label], pt)
+			}
+		}
 	}
 	var groups []Group
 	idx := 0

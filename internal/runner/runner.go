@@ -60,6 +60,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	p := &progress{w: o.Progress, total: total, pending: pending, start: time.Now()}
+	p.incapable(o.Scenario)
 	for _, g := range groups {
 		var todo []Trial
 		for _, t := range g.Trials {
@@ -200,6 +201,8 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		if werr := shapeWAN(ctx, s, tb, t.Point.Params); werr != nil {
 			rec = newRecord(o, t, time.Now())
 			rec.End, rec.Error = time.Now(), werr.Error()
+		} else if cr, ok := controlRunner(t); ok {
+			rec = runControl(ctx, o, t, tb, link, cr, client, server)
 		} else {
 			rec = size(o, t, func(measure workload.MeasureFunc) results.Record {
 				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target, fanIn)

@@ -284,10 +284,14 @@ func (s *Scenario) problems(cat Catalog) []problem {
 		}
 		if len(ps) == n {
 			ps = append(ps, s.siteProblems(path, w)...)
+			ps = append(ps, s.serversProblems(path, w)...)
 		}
 		clean = clean && len(ps) == n
 	}
 	ps = append(ps, s.limitProblems(cat, dpClean)...)
+	if clean && dpClean {
+		ps = append(ps, s.capabilityProblems(cat)...)
+	}
 	if clean {
 		// Equal points would be equal trials, which records cannot tell apart.
 		seen := map[string]int{}

@@ -2,14 +2,11 @@ package workload
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
-	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
@@ -88,19 +85,11 @@ func (tunnelUp) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
 		return nil, fmt.Errorf("tunnel-up: %w", err)
 	}
 	defer srv.Stop(time.Second)
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	out := &testbed.SyncBuffer{}
-	cmd := agent.Command("agent-firstup", "firstup", "--interval", interval.String(), "--timeout", timeout.String())
-	cmd.Stdin, cmd.Stdout = pr, out
-	probe, err := env.Client.Exec(ctx, cmd)
+	probe, err := startFirstUp(ctx, env.Client, interval, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("tunnel-up: probe: %w", err)
+		return nil, fmt.Errorf("tunnel-up: %w", err)
 	}
-	defer probe.Stop(time.Second)
-	if err := waitLine(ctx, probe, out, 10*time.Second); err != nil {
-		return nil, fmt.Errorf("tunnel-up: probe: %w", err)
-	}
+	defer probe.stop()
 	t0 := time.Now()
 	built, err := env.Build(ctx)
 	t1 := time.Now()
@@ -116,20 +105,12 @@ func (tunnelUp) TimeSetup(ctx context.Context, env SetupEnv) (*Result, error) {
 			closeLink(cctx)
 		}
 	}()
-	// Closing the pipe after the line lets the process's Wait finish.
-	if _, err := io.WriteString(pw, target.String()+"\n"); err != nil {
-		return nil, fmt.Errorf("tunnel-up: probe: %w", err)
+	if err := probe.start(target); err != nil {
+		return nil, fmt.Errorf("tunnel-up: %w", err)
 	}
-	pw.Close()
-	select {
-	case <-probe.Done():
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	var fu agent.FirstUp
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &fu); err != nil {
-		return nil, fmt.Errorf("tunnel-up: probe said %q: %v: %s", out.String(), probe.Wait(), probe.Tail())
+	fu, err := probe.result(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel-up: %w", err)
 	}
 	closed = true
 	t2 := time.Now()

@@ -148,4 +148,9 @@ type Info struct {
 	// others need programs on the controller's machine and run only on
 	// local sites.
 	Pods bool
+	// Needs names a datapath capability the workload needs
+	// (datapath.NeedExpose, datapath.NeedRedundant); "" for none. The
+	// plan leaves out the datapaths without it; Validate refuses a
+	// scenario none of whose datapaths has it.
+	Needs string
 }
