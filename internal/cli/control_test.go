@@ -132,6 +132,33 @@ repetitions: 3
 	}
 }
 
+// TestDiscoveryWireGuardHub: in the hub, a service exposed in spoke c is
+// reached from spoke b through the hub: b adds its address to its one
+// peer, the hub, which forwards it to c.
+func TestDiscoveryWireGuardHub(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: discovery-hub
+sites: 3
+topology: hub
+datapaths: [wireguard]
+workloads:
+  - type: discovery
+    client_site: b
+    server_site: c
+repetitions: 2
+`)
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	for _, r := range recs {
+		if r.Error != "" {
+			t.Fatalf("trial failed: %s", r.Error)
+		}
+		logCheckpoints(t, r)
+		checkpointsInOrder(t, r)
+	}
+}
+
 // TestFailoverMTLSRelay: the server in two sites, the client in the
 // first; mtls-relay's client-site relay routes to b, with c as backup,
 // health-checking both end to end. Killing b's server mid-run moves the
