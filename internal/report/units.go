@@ -41,6 +41,7 @@ var (
 // scaleFor picks the unit family by the metric name's suffix.
 func scaleFor(metric string) scale {
 	metric = strings.TrimSuffix(metric, "_per_core") // a rate per core reads as the rate
+	metric = strings.TrimSuffix(metric, "_per_site") // so does a cost per site
 	switch {
 	case strings.HasSuffix(metric, "_us_per_transaction"):
 		return microsScale
