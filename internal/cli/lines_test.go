@@ -85,7 +85,7 @@ warmup: 200ms
 	}
 
 	for _, sites := range []float64{2, 3} {
-		rows := mdTable(t, md, "**latency p50 vs RTT · rr",  " sites="+results.FormatValue(sites)+"**")
+		rows := mdTable(t, md, "**latency p50 vs RTT · rr", " sites="+results.FormatValue(sites)+"**")
 		got := rows["native"]
 		if len(got) != 2 {
 			t.Fatalf("sites=%v: rr p50 line %v, want two points", sites, got)
