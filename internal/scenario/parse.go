@@ -379,6 +379,9 @@ func (p *parser) wan(n *yaml.Node, path string, w *WAN) {
 				ip := index(kp, i)
 				var l WANLink
 				p.mapping(e, ip, []string{"between", "delay", "jitter", "loss", "rate"}, func(key, kp string, v *yaml.Node) {
+					if p.linkSweep(key, kp, v, &l) {
+						return
+					}
 					switch key {
 					case "between":
 						items := p.seq(v, kp)

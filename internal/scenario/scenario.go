@@ -623,7 +623,8 @@ func (s *Scenario) sitePoints() []results.Params {
 	return paramList(SitesParam, s.SiteCounts, func(n int) any { return int64(n) })
 }
 
-// wanPoints expands the wan's sweeps (delay, jitter, loss) into the cross
+// wanPoints expands the wan's sweeps (delay, jitter, loss, then each
+// link's) into the cross
 // product of their lists, as parameters results.WANDelayParam, ...; without
 // them it is one empty set.
 func (s *Scenario) wanPoints() []results.Params {
@@ -637,7 +638,7 @@ func (s *Scenario) wanPoints() []results.Params {
 	if len(s.WAN.LossPercent) > 0 {
 		pts = cross(pts, paramList(results.WANLossParam, s.WAN.LossPercent, func(x float64) any { return x }))
 	}
-	return pts
+	return s.linkSweepPoints(pts)
 }
 
 // paramList is one parameter's values as parameter sets.

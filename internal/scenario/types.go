@@ -222,6 +222,14 @@ type WANLink struct {
 	Jitter      time.Duration `json:"jitter,omitempty"`
 	LossPercent float64       `json:"loss_percent,omitempty"`
 	RateBPS     int64         `json:"rate_bps,omitempty"`
+	// DelaySweep, JitterSweep, LossSweep and RateSweep hold a value the
+	// file gives as a list: each list sweeps the link's value, a point of
+	// the matrix per element, as parameter results.WANLinkParam. A scalar
+	// stays in the fields above and is no parameter.
+	DelaySweep  []time.Duration `json:"delay_sweep,omitempty"`
+	JitterSweep []time.Duration `json:"jitter_sweep,omitempty"`
+	LossSweep   []float64       `json:"loss_percent_sweep,omitempty"`
+	RateSweep   []int64         `json:"rate_bps_sweep,omitempty"`
 }
 
 // DefaultWattsPerCore is Energy.WattsPerCore when the file leaves it out.
