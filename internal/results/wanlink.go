@@ -1,5 +1,9 @@
 package results
 
+// WANMTUParam is the parameter of a sweep of the underlay MTU (wan.mtu
+// given as a list): an int64, every link's MTU at that point.
+const WANMTUParam = "wan.mtu"
+
 // Keys of a swept per-pair WAN link's parameters (see WANLinkParam).
 const (
 	WANLinkDelay       = "delay"

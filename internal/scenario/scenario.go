@@ -358,7 +358,7 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		if u, err := url.Parse(s.Kube.Prometheus); s.Kube.Prometheus != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 			add("prometheus", "want the http:// or https:// URL of a Prometheus server, got %q", s.Kube.Prometheus)
 		}
-		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) {
+		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) || len(s.WAN.MTUSweep) > 0 {
 			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")
 		}
 		if s.Topology != Topologies[0] {

@@ -178,6 +178,10 @@ type NameLister interface {
 type WAN struct {
 	// MTU of the underlay links; 0 means the default, 1500.
 	MTU int `json:"mtu"`
+	// MTUSweep holds wan.mtu given as a list: each value is a testbed of
+	// its own and a point of the matrix (parameter results.WANMTUParam);
+	// MTU is then the first.
+	MTUSweep []int `json:"mtu_sweep,omitempty"`
 	// RateBPS shapes each site's underlay link with tbf to this many bits/s
 	// in each direction; 0 means unshaped. Written as `rate: 1gbit` in files.
 	RateBPS int64 `json:"rate_bps"`

@@ -59,10 +59,43 @@ func (p *parser) linkSweep(key, kp string, v *yaml.Node, l *WANLink) bool {
 	return true
 }
 
-// linkSweepPoints crosses pts with every link's sweeps, in the order the
-// links and their keys are written, as parameters results.WANLinkParam.
+// mtuSweep decodes wan.mtu given as a list into w.MTUSweep (and w.MTU, its
+// first value) and reports whether it did; a scalar is left to the caller.
+func (p *parser) mtuSweep(kp string, v *yaml.Node, w *WAN) bool {
+	if deref(v).Kind != yaml.SequenceNode {
+		return false
+	}
+	items := p.list(v, kp)
+	for j, e := range items {
+		ek := elemKey(kp, j, len(items))
+		x, ok := p.value(KindInt, e, ek)
+		if !ok {
+			continue
+		}
+		if msg := checkTop("wan.mtu", x); msg != "" {
+			p.errorf(e, ek, "%s", msg)
+			continue
+		}
+		if m := int(x.(int64)); slices.Contains(w.MTUSweep, m) {
+			p.errorf(e, ek, "duplicate value %d", m)
+		} else {
+			w.MTUSweep = append(w.MTUSweep, m)
+		}
+	}
+	if len(w.MTUSweep) > 0 {
+		w.MTU = w.MTUSweep[0]
+	}
+	return true
+}
+
+// linkSweepPoints crosses pts with the sweep of the MTU, then every link's
+// sweeps, in the order the links and their keys are written, as parameters
+// results.WANMTUParam and results.WANLinkParam.
 func (s *Scenario) linkSweepPoints(pts []results.Params) []results.Params {
 	dur := func(d time.Duration) any { return d.String() }
+	if len(s.WAN.MTUSweep) > 0 {
+		pts = cross(pts, paramList(results.WANMTUParam, s.WAN.MTUSweep, func(m int) any { return int64(m) }))
+	}
 	for _, l := range s.WAN.Links {
 		a, b := l.Between[0], l.Between[1]
 		if len(l.DelaySweep) > 0 {

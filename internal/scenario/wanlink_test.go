@@ -45,3 +45,23 @@ wan:
 		t.Errorf("scalar link %+v", l)
 	}
 }
+
+// TestWANMTUSweep: wan.mtu as a list is a matrix parameter wan.mtu (an
+// int64 per point) and MTU is its first value; a scalar is no parameter.
+func TestWANMTUSweep(t *testing.T) {
+	s, err := Parse("w.yaml", []byte("name: w\ndatapaths: [native]\nworkloads: [{type: rr}]\nwan: {mtu: [1500, 9000]}\n"), fakeCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := s.Points()
+	if len(pts) != 2 || pts[0].Params[results.WANMTUParam] != int64(1500) || pts[1].Params[results.WANMTUParam] != int64(9000) || s.WAN.MTU != 1500 {
+		t.Errorf("points %v, MTU %d", pts, s.WAN.MTU)
+	}
+	s, err = Parse("w.yaml", []byte("name: w\ndatapaths: [native]\nworkloads: [{type: rr}]\nwan: {mtu: 9000}\n"), fakeCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Points()[0].Params[results.WANMTUParam]; ok || s.WAN.MTU != 9000 {
+		t.Errorf("scalar mtu: points %v, MTU %d", s.Points(), s.WAN.MTU)
+	}
+}
