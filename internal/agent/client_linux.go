@@ -181,25 +181,16 @@ func cpuSeconds() float64 {
 }
 
 func runStream(spec ClientSpec) (*Result, error) {
-	conns := make([]*rawConn, 0, spec.Streams)
+	defer reserveProcs(spec.Streams)()
+	conns, err := dialStreams(spec.Target, spec.Streams)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		for _, c := range conns {
 			c.close()
 		}
 	}()
-	defer reserveProcs(spec.Streams)()
-	hdr := encodeHeader(ModeStream, flagPersistent, 0, 0)
-	for i := 0; i < spec.Streams; i++ {
-		c, err := dial(spec.Target, ioTimeout, false)
-		if err != nil {
-			return nil, err
-		}
-		c.raw = true
-		conns = append(conns, c)
-		if err := c.writeFull(hdr); err != nil {
-			return nil, fmt.Errorf("stream header: %w", err)
-		}
-	}
 	var ck clock
 	var wg sync.WaitGroup
 	errs := make([]error, len(conns))
