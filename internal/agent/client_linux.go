@@ -32,6 +32,10 @@ type ClientSpec struct {
 	MessageSize int
 	// Streams is the number of parallel connections (stream).
 	Streams int
+	// Congestion, when set, is the TCP congestion control of the stream
+	// connections (TCP_CONGESTION: cubic, bbr, reno, …); empty keeps the
+	// namespace's default, which a new namespace inherits from the host.
+	Congestion string
 	// RequestSize and ResponseSize are the transaction sizes (rr, crr).
 	RequestSize, ResponseSize int
 	// Concurrency is the number of connections (rr) or of parallel
@@ -182,7 +186,7 @@ func cpuSeconds() float64 {
 
 func runStream(spec ClientSpec) (*Result, error) {
 	defer reserveProcs(spec.Streams)()
-	conns, err := dialStreams(spec.Target, spec.Streams)
+	conns, err := dialStreams(spec.Target, spec.Streams, spec.Congestion)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,11 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // streamDialers is how many of a stream trial's connections are opened
@@ -13,9 +17,10 @@ import (
 const streamDialers = 64
 
 // dialStreams opens n stream connections to target, streamDialers at a
-// time, and sends each its stream header. On error it closes those it
-// opened and returns the first error.
-func dialStreams(target netip.AddrPort, n int) ([]*rawConn, error) {
+// time, with congestion control cc unless it is empty, and sends each its
+// stream header. On error it closes those it opened and returns the first
+// error.
+func dialStreams(target netip.AddrPort, n int, cc string) ([]*rawConn, error) {
 	conns := make([]*rawConn, n)
 	errs := make([]error, n)
 	hdr := encodeHeader(ModeStream, flagPersistent, 0, 0)
@@ -26,8 +31,21 @@ func dialStreams(target netip.AddrPort, n int) ([]*rawConn, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			c, err := dial(target, ioTimeout, false)
+			c, err := newSocket(target, ioTimeout, false)
 			if err != nil {
+				errs[i] = err
+				return
+			}
+			if cc != "" {
+				if err := unix.SetsockoptString(c.fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, cc); err != nil {
+					c.close()
+					avail, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+					errs[i] = fmt.Errorf("tcp congestion control %q: %w (this kernel has: %s)", cc, err, strings.TrimSpace(string(avail)))
+					return
+				}
+			}
+			if err := c.connect(target); err != nil {
+				c.close()
 				errs[i] = err
 				return
 			}
