@@ -32,6 +32,10 @@ type ClientSpec struct {
 	MessageSize int
 	// Streams is the number of parallel connections (stream).
 	Streams int
+	// Congestion, when set, is the TCP congestion control of the stream
+	// connections (TCP_CONGESTION: cubic, bbr, reno, …); empty keeps the
+	// namespace's default, which a new namespace inherits from the host.
+	Congestion string
 	// RequestSize and ResponseSize are the transaction sizes (rr, crr).
 	RequestSize, ResponseSize int
 	// Concurrency is the number of connections (rr) or of parallel
@@ -181,25 +185,16 @@ func cpuSeconds() float64 {
 }
 
 func runStream(spec ClientSpec) (*Result, error) {
-	conns := make([]*rawConn, 0, spec.Streams)
+	defer reserveProcs(spec.Streams)()
+	conns, err := dialStreams(spec.Target, spec.Streams, spec.Congestion)
+	if err != nil {
+		return nil, err
+	}
 	defer func() {
 		for _, c := range conns {
 			c.close()
 		}
 	}()
-	defer reserveProcs(spec.Streams)()
-	hdr := encodeHeader(ModeStream, flagPersistent, 0, 0)
-	for i := 0; i < spec.Streams; i++ {
-		c, err := dial(spec.Target, ioTimeout, false)
-		if err != nil {
-			return nil, err
-		}
-		c.raw = true
-		conns = append(conns, c)
-		if err := c.writeFull(hdr); err != nil {
-			return nil, fmt.Errorf("stream header: %w", err)
-		}
-	}
 	var ck clock
 	var wg sync.WaitGroup
 	errs := make([]error, len(conns))

@@ -89,6 +89,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
 		fs.IntVar(&s.MessageSize, "message-size", 0, "bytes per write (stream)")
 		fs.IntVar(&s.Streams, "streams", 1, "parallel connections (stream)")
+		fs.StringVar(&s.Congestion, "congestion", "", "TCP congestion control of the stream connections (default: the namespace's)")
 		fs.IntVar(&s.RequestSize, "request-size", 0, "request bytes (rr, crr)")
 		fs.IntVar(&s.ResponseSize, "response-size", 0, "response bytes (rr, crr)")
 		fs.IntVar(&s.Concurrency, "concurrency", 1, "connections (rr) or parallel loops (crr)")

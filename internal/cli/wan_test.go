@@ -165,3 +165,29 @@ warmup: 300ms
 		t.Errorf("p99 %.3f ms, want 12.9 to 14.4 ms: the jitter is not ±2 ms uniform each way", p99*1e3)
 	}
 }
+
+// TestWANLinkSweepKnownAnswer: a sweep of one link's delay, a–c [1ms,
+// 5ms] over three sites: rr a→c's p50 grows by 2 × 4 ms = 8 ms ± 0.5 ms
+// between the points, which records name wan.link.a-c.delay.
+func TestWANLinkSweepKnownAnswer(t *testing.T) {
+	requireRoot(t)
+	recs, _ := runWAN(t, `name: wan-link-sweep
+sites: 3
+datapaths: [native]
+wan:
+  links:
+    - {between: [a, c], delay: [1ms, 5ms]}
+workloads:
+  - type: rr
+repetitions: 3
+duration: 2s
+warmup: 300ms
+`)
+	param := results.WANLinkParam("a", "c", results.WANLinkDelay)
+	p1 := medianOf(t, recs, param, "1ms", results.LatencyP50)
+	p5 := medianOf(t, recs, param, "5ms", results.LatencyP50)
+	t.Logf("rr a→c p50: %.3f ms with a–c 1 ms, %.3f ms with 5 ms", p1*1e3, p5*1e3)
+	if d := p5 - p1 - 0.008; d < -0.0005 || d > 0.0005 {
+		t.Errorf("a–c 1 ms → 5 ms added %.3f ms to rr's p50, want 8 ± 0.5 ms", (p5-p1)*1e3)
+	}
+}

@@ -64,6 +64,7 @@ func HTML(w io.Writer, runs []Run, opts Options) error {
 			page.Sizing = append(page.Sizing, htmlPre{Label: ix.runLabels[ri], Text: buf.String()})
 		}
 	}
+	page.Lines, page.ControlPlane = ix.linesSection(runs), ix.controlPlaneTable(runs)
 	for _, wl := range ix.workloads {
 		page.Workloads = append(page.Workloads, ix.workload(wl))
 	}
@@ -82,9 +83,12 @@ type htmlPage struct {
 	Title     string
 	Runs      []htmlRun
 	Overviews []htmlOverview
-	Workloads []htmlWorkload
-	Sizing    []htmlPre
-	Reference []ReferenceRow
+	// Lines are the sweeps' lines (cost against sites, rate against RTT).
+	Lines        htmlSection
+	ControlPlane htmlTable
+	Workloads    []htmlWorkload
+	Sizing       []htmlPre
+	Reference    []ReferenceRow
 }
 
 type htmlRun struct {
@@ -409,6 +413,12 @@ func metricLabel(m string) string {
 		return "path cores over baseline"
 	case results.JoulesPerGigabyte:
 		return "joules per GB"
+	case "datapath_setup_s":
+		return "datapath setup time"
+	case "idle_cpu_cores_per_site":
+		return "idle CPU cores per site"
+	case "idle_rss_bytes_per_site":
+		return "idle RSS per site"
 	}
 	return m
 }
@@ -827,7 +837,8 @@ func (ix *index) overheadSection(wl string, ids []seriesID, keys []string) htmlS
 // lowerIsBetter reports whether a smaller value of metric is better.
 func lowerIsBetter(m string) bool {
 	return strings.HasPrefix(m, "latency_") || strings.HasPrefix(m, "cpu_cores") || strings.HasPrefix(m, "rss_") ||
-		m == results.JoulesPerGigabyte || m == results.EnergyJoules || m == results.Retransmits
+		m == results.JoulesPerGigabyte || m == results.EnergyJoules || m == results.Retransmits ||
+		slices.Contains(ControlPlaneMetrics, m)
 }
 
 // overviewRule is printed beside the normalized overview.
@@ -1120,6 +1131,14 @@ svg .lg{font-size:11px}svg .note{font-size:9px;fill:#8a4b00}svg .grid{stroke:#e6
 {{range .Table.Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table></div>
 {{end}}{{end}}
+{{if .Lines.Charts}}<h2 id="lines">{{.Lines.Heading}}</h2>
+<p class="note">{{.Lines.Note}}</p>
+<div class="charts">{{range .Lines.Charts}}{{.}}{{end}}</div>{{end}}
+{{if .ControlPlane.Rows}}<h2 id="control-plane">Control-plane timings</h2>
+<p class="note">{{.ControlPlane.Caption}}</p>
+<table><tr>{{range .ControlPlane.Head}}<th>{{.}}</th>{{end}}</tr>
+{{range .ControlPlane.Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 {{range .Workloads}}<h2 id="workload-{{.Name}}">Workload {{.Name}}</h2>
 {{if .Warnings}}<ul class="warn">{{range .Warnings}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Sections}}<h3>{{.Heading}}</h3>

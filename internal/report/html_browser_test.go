@@ -83,6 +83,7 @@ func TestHTMLInChromium(t *testing.T) {
 	}{
 		{"seeds", []Run{seeds}, 8000},
 		{"quick", []Run{quick}, 11000},
+		{"lines", []Run{linesRun()}, 6000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := renderHTML(t, tc.runs, Options{})

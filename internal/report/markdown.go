@@ -167,6 +167,8 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 		writeReference(&buf, opts.Reference, func(r ReferenceRow) bool { return referenceWorkload(r.Workload) == wl })
 	}
 
+	writeLinesMD(&buf, runs, l.labels)
+
 	buf.WriteString("## Warnings\n\n")
 	for _, n := range ns.list {
 		if n.marker == "" {

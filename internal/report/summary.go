@@ -289,7 +289,8 @@ func metricsFor(workload string, recs []results.Record) []string {
 	if m, ok := headlineMetrics[workload]; ok {
 		return append(slices.Clip(m), present(costMetrics[workload], recs)...)
 	}
-	return append(present(fallbackMetrics, recs), present(fallbackCostMetrics, recs)...)
+	ms := append(present(fallbackMetrics, recs), present(ControlPlaneMetrics, recs)...)
+	return append(ms, present(fallbackCostMetrics, recs)...)
 }
 
 // present returns the metrics of names that some record of recs carries.

@@ -41,6 +41,7 @@ var (
 // scaleFor picks the unit family by the metric name's suffix.
 func scaleFor(metric string) scale {
 	metric = strings.TrimSuffix(metric, "_per_core") // a rate per core reads as the rate
+	metric = strings.TrimSuffix(metric, "_per_site") // so does a cost per site
 	switch {
 	case strings.HasPrefix(metric, "rss_bytes"): // rss_bytes_max{C}, rss_bytes_added_per_connection, ...
 		return bytesScale

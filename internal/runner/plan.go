@@ -38,7 +38,10 @@ type Group struct {
 	Datapath scenario.DatapathSpec
 	// Sites is the group's number of sites when the scenario sweeps it
 	// (scenario.SitesParam); 0 means the scenario's.
-	Sites  int
+	Sites int
+	// MTU is the group's underlay MTU when the scenario sweeps it
+	// (results.WANMTUParam); 0 means the scenario's.
+	MTU    int
 	Trials []Trial
 }
 
@@ -80,13 +83,16 @@ func Plan(s *scenario.Scenario, seed int64) []Group {
 			// point.
 			var sub []Group
 			for _, pi := range order {
-				n := 0
+				n, mtu := 0, 0
 				if v, ok := pts[pi].Params[scenario.SitesParam].(int64); ok {
 					n = int(v)
 				}
-				k := slices.IndexFunc(sub, func(g Group) bool { return g.Sites == n })
+				if v, ok := pts[pi].Params[results.WANMTUParam].(int64); ok {
+					mtu = int(v) // so does a sweep of the MTU
+				}
+				k := slices.IndexFunc(sub, func(g Group) bool { return g.Sites == n && g.MTU == mtu })
 				if k < 0 {
-					sub = append(sub, Group{Rep: rep, Datapath: dp, Sites: n})
+					sub = append(sub, Group{Rep: rep, Datapath: dp, Sites: n, MTU: mtu})
 					k = len(sub) - 1
 				}
 				sub[k].Trials = append(sub[k].Trials, Trial{Rep: rep, Datapath: dp, Point: pts[pi]})

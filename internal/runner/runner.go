@@ -118,6 +118,9 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 		if g.Sites > 0 {
 			spec.Sites = g.Sites
 		}
+		if g.MTU > 0 {
+			spec.MTU = g.MTU
+		}
 		if ltb, err = netns.New(ctx, spec); err == nil {
 			tb = ltb
 		}

@@ -79,6 +79,9 @@ func WANShape(s *scenario.Scenario, sites int, p results.Params) (netns.WANShape
 			if l.RateBPS > 0 {
 				ls.RateBPS = l.RateBPS
 			}
+			if err := linkPoint(l, p, &ls); err != nil {
+				return nil, err
+			}
 			shape[k] = ls
 		}
 	}

@@ -352,6 +352,9 @@ func (p *parser) wan(n *yaml.Node, path string, w *WAN) {
 	p.mapping(n, path, []string{"mtu", "rate", "delay", "jitter", "loss", "links", "emulator"}, func(key, kp string, v *yaml.Node) {
 		switch key {
 		case "mtu":
+			if p.mtuSweep(kp, v, w) {
+				return
+			}
 			if x, ok := p.top(KindInt, v, kp); ok {
 				w.MTU = int(x.(int64))
 			}
@@ -379,6 +382,9 @@ func (p *parser) wan(n *yaml.Node, path string, w *WAN) {
 				ip := index(kp, i)
 				var l WANLink
 				p.mapping(e, ip, []string{"between", "delay", "jitter", "loss", "rate"}, func(key, kp string, v *yaml.Node) {
+					if p.linkSweep(key, kp, v, &l) {
+						return
+					}
 					switch key {
 					case "between":
 						items := p.seq(v, kp)

@@ -368,7 +368,7 @@ func (s *Scenario) kubeProblems(cat Catalog) []problem {
 		if u, err := url.Parse(s.Kube.Prometheus); s.Kube.Prometheus != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 			add("prometheus", "want the http:// or https:// URL of a Prometheus server, got %q", s.Kube.Prometheus)
 		}
-		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) {
+		if s.WAN.RateBPS != 0 || (s.WAN.MTU != 0 && s.WAN.MTU != 1500) || len(s.WAN.MTUSweep) > 0 {
 			add("wan", "Kubernetes sites are joined by the clusters' own network, which spanperf does not shape")
 		}
 		if !s.isMesh() {
@@ -633,7 +633,8 @@ func (s *Scenario) sitePoints() []results.Params {
 	return paramList(SitesParam, s.SiteCounts, func(n int) any { return int64(n) })
 }
 
-// wanPoints expands the wan's sweeps (delay, jitter, loss) into the cross
+// wanPoints expands the wan's sweeps (delay, jitter, loss, then each
+// link's) into the cross
 // product of their lists, as parameters results.WANDelayParam, ...; without
 // them it is one empty set.
 func (s *Scenario) wanPoints() []results.Params {
@@ -647,7 +648,7 @@ func (s *Scenario) wanPoints() []results.Params {
 	if len(s.WAN.LossPercent) > 0 {
 		pts = cross(pts, paramList(results.WANLossParam, s.WAN.LossPercent, func(x float64) any { return x }))
 	}
-	return pts
+	return s.linkSweepPoints(pts)
 }
 
 // paramList is one parameter's values as parameter sets.

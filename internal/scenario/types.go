@@ -179,6 +179,10 @@ type NameLister interface {
 type WAN struct {
 	// MTU of the underlay links; 0 means the default, 1500.
 	MTU int `json:"mtu"`
+	// MTUSweep holds wan.mtu given as a list: each value is a testbed of
+	// its own and a point of the matrix (parameter results.WANMTUParam);
+	// MTU is then the first.
+	MTUSweep []int `json:"mtu_sweep,omitempty"`
 	// RateBPS shapes each site's underlay link with tbf to this many bits/s
 	// in each direction; 0 means unshaped. Written as `rate: 1gbit` in files.
 	RateBPS int64 `json:"rate_bps"`
@@ -223,6 +227,14 @@ type WANLink struct {
 	Jitter      time.Duration `json:"jitter,omitempty"`
 	LossPercent float64       `json:"loss_percent,omitempty"`
 	RateBPS     int64         `json:"rate_bps,omitempty"`
+	// DelaySweep, JitterSweep, LossSweep and RateSweep hold a value the
+	// file gives as a list: each list sweeps the link's value, a point of
+	// the matrix per element, as parameter results.WANLinkParam. A scalar
+	// stays in the fields above and is no parameter.
+	DelaySweep  []time.Duration `json:"delay_sweep,omitempty"`
+	JitterSweep []time.Duration `json:"jitter_sweep,omitempty"`
+	LossSweep   []float64       `json:"loss_percent_sweep,omitempty"`
+	RateSweep   []int64         `json:"rate_bps_sweep,omitempty"`
 }
 
 // DefaultWattsPerCore is Energy.WattsPerCore when the file leaves it out.

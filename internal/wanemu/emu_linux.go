@@ -211,6 +211,10 @@ func openTUN(dev string, offload bool) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "/dev/net/tun:"+dev), nil
 }
 
+// tunMTU is the TUN device's MTU: the largest IP packet, so that only the
+// sites' own links bound the packets' size.
+const tunMTU = 65535
+
 // route brings the device up, makes it the default route of the table, and
 // adds a rule per incoming link that looks the table up.
 func (e *Emulator) route() error {
@@ -225,6 +229,12 @@ func (e *Emulator) route() error {
 	}
 	if err := nl.LinkSetTxQLen(tun, 10000); err != nil {
 		return fmt.Errorf("tun %s: txqueuelen: %w", e.spec.Dev, err)
+	}
+	// The device is no link of its own: at its default 1500 a testbed with
+	// MTU 9000 had its large packets fragmented on the way in, or dropped
+	// when they forbid it (Open vSwitch's tunnels carried nothing).
+	if err := nl.LinkSetMTU(tun, tunMTU); err != nil {
+		return fmt.Errorf("tun %s: mtu %d: %w", e.spec.Dev, tunMTU, err)
 	}
 	if err := nl.LinkSetUp(tun); err != nil {
 		return fmt.Errorf("tun %s up: %w", e.spec.Dev, err)

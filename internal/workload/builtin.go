@@ -34,6 +34,8 @@ func StreamInfo() Info {
 		Params: []scenario.Field{
 			sizeField("message_size", "bytes per write", 131072),
 			countField("streams", "parallel TCP connections"),
+			{Name: "congestion", Kind: scenario.KindString, List: true,
+				Doc: "TCP congestion control of the sender's connections (cubic, bbr, reno: one the kernel has); unset: the namespace's default, which a new namespace inherits from the host"},
 		},
 		New:  func() Workload { return &agentWorkload{mode: "stream"} },
 		Pods: true,
@@ -82,6 +84,7 @@ var _ Workload = (*agentWorkload)(nil)
 var flagNames = map[string]string{
 	"message_size":  "--message-size",
 	"streams":       "--streams",
+	"congestion":    "--congestion",
 	"request_size":  "--request-size",
 	"response_size": "--response-size",
 	"concurrency":   "--concurrency",
