@@ -33,6 +33,9 @@ func TestEveryWorkloadMarksItsWindow(t *testing.T) {
 			if _, ok := w.(workload.SetupTimer); ok {
 				t.Skip("times a datapath's setup, with no measured window: the runner does not probe it")
 			}
+			if _, ok := w.(workload.ControlRunner); ok {
+				t.Skip("times what the datapath's control plane does, with no measured window: the runner does not probe it")
+			}
 			if c, ok := w.(workload.Checker); ok {
 				if err := c.Check(t.Context()); errors.Is(err, testbed.ErrNotSupported) {
 					t.Skip(err)
