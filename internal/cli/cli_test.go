@@ -648,16 +648,7 @@ func TestKillThenCleanRemovesWorkloadTempDirs(t *testing.T) {
 	if _, err := exec.LookPath("nginx"); err != nil {
 		t.Skip("nginx not installed (Debian package nginx)")
 	}
-	p := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(p, []byte("name: killnginx\ndatapaths: [native]\nworkloads:\n  - type: http\n    server: nginx\n    tls: true\nrepetitions: 2\nduration: 5s\nwarmup: 0s\n"), 0o644)
-	dir := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(bin, "run", "-f", p, "--out", dir)
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd, e := startScenario(t, "name: killnginx\ndatapaths: [native]\nworkloads:\n  - type: http\n    server: nginx\n    tls: true\nrepetitions: 2\nduration: 5s\nwarmup: 0s\n")
 	// The testbed's ID names its ledger, namespaces and temp dirs; its
 	// ledger names the run's process as the owner.
 	var run string
@@ -666,12 +657,7 @@ func TestKillThenCleanRemovesWorkloadTempDirs(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no nginx temp dir named after testbed %q after 30 s:\n%s", run, e.String())
 		}
-		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
-		for _, l := range ledgers {
-			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid {
-				run = ents[0].Run
-			}
-		}
+		_, run = ledgersOf(cmd.Process.Pid)
 		if run != "" {
 			tmps, _ = filepath.Glob(filepath.Join(os.TempDir(), "spanperf-"+run+"-nginx-*"))
 		}

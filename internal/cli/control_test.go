@@ -216,27 +216,13 @@ func checkFailover(t *testing.T, recs []results.Record, fail string, lo, hi time
 // ledger, temp dir, agent or haproxy of the run.
 func TestFailoverKillThenClean(t *testing.T) {
 	requireRoot(t)
-	p := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(p, []byte("name: killfailover\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    run_for: 20s\n    fail_after: 10s\nrepetitions: 2\n"), 0o644)
-	dir := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(bin, "run", "-f", p, "--out", dir)
-	var e bytes.Buffer
-	cmd.Stderr = &e
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	cmd, e := startScenario(t, "name: killfailover\nsites: 3\ndatapaths: [mtls-relay]\nworkloads:\n  - type: failover\n    run_for: 20s\n    fail_after: 10s\nrepetitions: 2\n")
 	var run string
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no failover probe of testbed %q after 60 s:\n%s", run, e.String())
 		}
-		ledgers, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
-		for _, l := range ledgers {
-			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == cmd.Process.Pid {
-				run = ents[0].Run
-			}
-		}
+		_, run = ledgersOf(cmd.Process.Pid)
 		if run != "" && len(processesWith("agent failover")) > 0 && len(processesWith("expose-")) > 0 {
 			break
 		}
@@ -256,21 +242,53 @@ func TestFailoverKillThenClean(t *testing.T) {
 	}
 }
 
-// processesWith lists the PIDs of processes whose command line contains s.
-func processesWith(s string) []int {
-	var out []int
+// processesWith lists, as "PID command line", the processes (other than
+// the test's own) whose command line contains s.
+func processesWith(s string) []string {
+	var out []string
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), s) && pid != os.Getpid() {
-			out = append(out, pid)
+		if cmdline := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")); strings.Contains(cmdline, s) {
+			out = append(out, e.Name()+" "+cmdline)
 		}
 	}
 	return out
+}
+
+// startScenario starts `spanperf run` of scenario src through the binary, as a
+// user does, with its stderr in the returned buffer; the run is killed
+// when the test ends.
+func startScenario(t *testing.T, src string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-f", p, "--out", filepath.Join(t.TempDir(), "run"))
+	var e bytes.Buffer
+	cmd.Stderr = &e
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, &e
+}
+
+// ledgersOf lists the ledgers whose owner is process pid (a run's
+// testbeds), with the testbed ID of the last one ("" without any).
+func ledgersOf(pid int) (files []string, run string) {
+	all, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
+	for _, l := range all {
+		if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == pid {
+			files, run = append(files, l), ents[0].Run
+		}
+	}
+	return files, run
 }
 
 // TestFailoverMTLSRelayGateway: as TestFailoverMTLSRelay, but b's site is

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/spanperf/spanperf/internal/results"
-	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/kube"
 )
 
@@ -242,14 +241,8 @@ func TestKubeKillThenCleanKube(t *testing.T) {
 	// What the killed run left on this machine (its ledger and temp dir)
 	// goes with the local clean.
 	ledgers := func() []string {
-		var out []string
-		all, _ := filepath.Glob(filepath.Join(testbed.LedgerDir, "*.ledger"))
-		for _, l := range all {
-			if ents, err := testbed.ReadLedger(l); err == nil && len(ents) > 0 && ents[0].Owner == pid {
-				out = append(out, l)
-			}
-		}
-		return out
+		files, _ := ledgersOf(pid)
+		return files
 	}
 	if len(ledgers()) == 0 {
 		t.Error("the killed run left no ledger: its temp dir cannot be swept")

@@ -2,9 +2,6 @@ package cli_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -225,29 +222,8 @@ warmup: 100ms
 				t.Errorf("%s %s %v→%v: %v transactions/s", tc.topology, r.Datapath, r.Params["client_site"], r.Params["server_site"], r.Metrics[results.TransactionsPerS])
 			}
 		}
-		if ps := processesNaming(t, m.Run); len(ps) > 0 {
+		if ps := processesWith(m.Run); len(ps) > 0 {
 			t.Errorf("%s: processes left behind: %v", tc.topology, ps)
 		}
 	}
-}
-
-// processesNaming lists the processes whose command line names run (the
-// datapaths' daemons name their run's config files or devices).
-func processesNaming(t *testing.T, run string) []string {
-	t.Helper()
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(cmd), run) {
-			out = append(out, p.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
-		}
-	}
-	return out
 }
