@@ -44,21 +44,8 @@ func TestClientSpecValidate(t *testing.T) {
 // serve starts a server on loopback (the only traffic these unit tests make).
 func serve(t *testing.T) netip.AddrPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go handle(c.(*net.TCPConn), "")
-		}
-	}()
-	return netip.MustParseAddrPort(ln.Addr().String())
+	addr, _ := serveNamed(t, "")
+	return netip.MustParseAddrPort(addr)
 }
 
 func TestClientsOnLoopback(t *testing.T) {
