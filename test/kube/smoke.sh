@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 T0=$(ts)
 if [ -e "$STATE" ]; then echo "smoke: $STATE exists: clusters up already? run test/kube/down.sh first" >&2; exit 1; fi
 BASE=$(mktemp); snapshot > "$BASE"
+GOLOG=$(mktemp)   # the Go tests' output: a failure's own lines are printed last, after the logs
 finish() {
   rc=$?
   trap '' INT TERM   # a second ^C must not cut the teardown short (children inherit this)
@@ -16,11 +17,15 @@ finish() {
     for n in 1 2; do for l in kubelet containerd; do
       [ -f "$STATE/c$n/logs/$l.log" ] && { echo "--- c$n $l.log (tail)"; tail -n 15 "$STATE/c$n/logs/$l.log"; }
     done; done >&2
+    if grep -q -e '^--- FAIL' -e '^panic:' "$GOLOG"; then
+      echo "--- the failing Go tests (their own lines)"
+      grep -B 2 -A 25 -e '^--- FAIL' -e '^panic:' "$GOLOG" | head -n 150
+    fi >&2
   fi
-  [ "${KEEP:-0}" = 1 ] && { rm -f "$BASE"; exit $rc; }
+  [ "${KEEP:-0}" = 1 ] && { rm -f "$BASE" "$GOLOG"; exit $rc; }
   T=$(ts); "$HERE/down.sh" >/dev/null; echo "smoke: down $(since $T) s"
   "$HERE/check-clean.sh" "$BASE" || rc=1
-  rm -f "$BASE"
+  rm -f "$BASE" "$GOLOG"
   [ $rc = 0 ] && echo "smoke: OK in $(since $T0) s" || echo "smoke: FAILED (exit $rc)" >&2
   exit $rc
 }
@@ -62,8 +67,8 @@ export SPANPERF_KUBE_IMAGE=$AGENT_IMAGE SPANPERF_KUBE_PAUSE_IMAGE=$PAUSE_IMAGE S
 KUBE_GO_TESTS=${KUBE_GO_TESTS-$(cd "$REPO" && go list ./internal/testbed/kube/... ./internal/datapath/kubedp/... ./internal/probe/nodeprobe/... ./internal/metricsapi/... 2>/dev/null | tr '\n' ' ')}
 if [ -n "$KUBE_GO_TESTS" ]; then
   T=$(ts)
-  (cd "$REPO" && go test -count=1 -p 1 -timeout 15m $KUBE_GO_TESTS)
-  (cd "$REPO" && go test -count=1 -p 1 -timeout 5m -run 'TestPodsProbedFromMetricsAPI' ./internal/runner/)
-  (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/cli/)
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 15m $KUBE_GO_TESTS) 2>&1 | tee -a "$GOLOG"
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 5m -run 'TestPodsProbedFromMetricsAPI' ./internal/runner/) 2>&1 | tee -a "$GOLOG"
+  (cd "$REPO" && go test -count=1 -p 1 -timeout 10m -run 'Kube' ./internal/cli/) 2>&1 | tee -a "$GOLOG"
   echo "smoke: Go tests against the clusters passed in $(since $T) s"
 fi
