@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spanperf/spanperf/internal/testbed"
@@ -81,14 +80,4 @@ func CheckCapability(name string, dp Datapath, need, topology string) error {
 		return fmt.Errorf("unknown datapath capability %q", need)
 	}
 	return nil
-}
-
-var _ Exposer = (*IPsec)(nil)
-
-// CanExpose refuses: exposing a service on a new address through ipsec
-// takes a new child SA (or wider traffic selectors) per exposure, which
-// is not built yet; the datapath's children cover the sites' own
-// addresses only.
-func (p *IPsec) CanExpose(string) error {
-	return errors.New("a new child SA per exposed service is not built yet (ipsec's children cover the sites' own addresses only)")
 }

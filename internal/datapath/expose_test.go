@@ -10,13 +10,13 @@ import (
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
 
-// TestExposeThenUndo: through native, wireguard and mtls-relay, a service
+// TestExposeThenUndo: through native, wireguard, mtls-relay, vxlan and ipsec, a service
 // that starts listening after setup is reached from the other site once
 // exposed, and no more once the exposure is undone; a second exposure
 // after it works too (fresh address or port, nothing left in the way).
 func TestExposeThenUndo(t *testing.T) {
 	datapathtest.RequireRoot(t)
-	for _, name := range []string{"native", "wireguard", "mtls-relay"} {
+	for _, name := range []string{"native", "wireguard", "mtls-relay", "vxlan", "ipsec"} {
 		t.Run(name, func(t *testing.T) {
 			tb, link := datapathtest.Setup(t, netns.Spec{}, name, datapathtest.Defaults(t, name))
 			if link.Expose == nil {

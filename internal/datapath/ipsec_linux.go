@@ -50,6 +50,7 @@ type IPsec struct {
 }
 
 var (
+	_ Exposer        = (*IPsec)(nil)
 	_ Datapath       = (*IPsec)(nil)
 	_ Checker        = (*IPsec)(nil)
 	_ GatewayChecker = (*IPsec)(nil)
@@ -232,6 +233,7 @@ type ipsecSite struct {
 	conf   string // strongswan.conf
 	swan   string // swanctl.conf, holds the PSK
 	socket string // vici socket as seen from outside charon's mount namespace
+	psk    []byte // the key in swan, kept to rewrite it (exposures)
 	daemon *Daemon
 }
 
@@ -248,6 +250,12 @@ type ipsecLink struct {
 	daemons Daemons
 	once    sync.Once
 	err     error
+
+	// mu guards exposures: the services exposed after setup, each
+	// with a child SA of its own in every pair that holds its site.
+	mu        sync.Mutex
+	exposures []ipsecExposure
+	nextChild int
 }
 
 // Setup writes each site's strongswan.conf and swanctl.conf, starts a
@@ -323,8 +331,13 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 	if p.Mode == "transport" {
 		target = UnderlayTarget
 	}
+	var expose ExposeFunc
+	if p.Mode == "tunnel" {
+		expose = l.expose
+	}
 	return &Link{
 		Target:     AddrTargets(target),
+		Expose:     expose,
 		Components: comps,
 		Alive:      l.daemons.Alive,
 		Close:      func(context.Context) error { return l.close() },
@@ -343,7 +356,7 @@ func ipsecKey() ([]byte, error) {
 // prepare writes site i's files and, in tunnel mode, puts its inner address
 // on the loopback.
 func (l *ipsecLink) prepare(i int, site *netns.Site, sites []*netns.Site, psk []byte) (*ipsecSite, error) {
-	s := &ipsecSite{site: site, index: i, dir: filepath.Join(l.root, site.Name())}
+	s := &ipsecSite{site: site, index: i, dir: filepath.Join(l.root, site.Name()), psk: psk}
 	s.conf = filepath.Join(s.dir, "strongswan.conf")
 	s.swan = filepath.Join(s.dir, "swanctl.conf")
 	s.socket = filepath.Join(s.dir, "run", "charon.vici")
@@ -451,7 +464,9 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 			fmt.Fprintf(&b, "\t\t\t\tremote_ts = %s\n", ipsecSelectors(j, peer))
 		}
 		fmt.Fprintf(&b, "\t\t\t\tstart_action = %s\n", start)
-		b.WriteString("\t\t\t}\n\t\t}\n\t}\n")
+		b.WriteString("\t\t\t}\n")
+		l.exposureChildren(&b, i, j)
+		b.WriteString("\t\t}\n\t}\n")
 	}
 	b.WriteString("}\nsecrets {\n")
 	for j, peer := range sites {

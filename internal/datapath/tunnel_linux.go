@@ -215,6 +215,7 @@ func (t *Tunnel) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err er
 		Target: AddrTargets(func(_, to testbed.Site, port int) netip.AddrPort {
 			return netip.AddrPortFrom(overlayAddr(index[to.Name()]), uint16(port))
 		}),
+		Expose:     t.exposeFunc(sites),
 		Components: []results.Component{KernelComponent()},
 		Close: func(context.Context) error {
 			var errs []error

@@ -16,7 +16,7 @@ func TestControlWorkloadsRefuseDatapathsWithout(t *testing.T) {
 	src := `name: s
 sites: 3
 datapaths:
-  - ipsec
+  - {name: ipsec, mode: transport}
   - name: custom
     up: "true"
 workloads:
@@ -24,7 +24,7 @@ workloads:
   - type: failover
 `
 	_, err := scenario.Parse("s.yaml", []byte(src), Catalog{})
-	want := "s.yaml:8: workloads[0].type: discovery: datapaths[0]: ipsec cannot expose a service after setup: a new child SA per exposed service is not built yet (ipsec's children cover the sites' own addresses only)\n" +
+	want := "s.yaml:8: workloads[0].type: discovery: datapaths[0]: ipsec cannot expose a service after setup: in transport mode: it protects the sites' own addresses only (use mode: tunnel)\n" +
 		"s.yaml:8: workloads[0].type: discovery: datapaths[1]: custom cannot expose a service after setup: custom: no expose command (the datapath's expose key)\n" +
 		"s.yaml:9: workloads[1].type: failover: datapaths[0]: ipsec cannot route to a service served in two sites\n" +
 		"s.yaml:9: workloads[1].type: failover: datapaths[1]: custom cannot route to a service served in two sites: custom: no failover command or failover_target (the datapath's failover and failover_target keys)"
@@ -41,7 +41,8 @@ workloads:
 	}{
 		{"native", "discovery", ""},
 		{"native", "failover", "native cannot route to a service served in two sites"},
-		{"ipsec", "discovery", "ipsec cannot expose"},
+		{"ipsec", "discovery", ""},
+		{"ipsec", "failover", "ipsec cannot route to a service served in two sites"},
 		{"ipsec", "rr", ""},
 		{"mtls-relay", "failover", ""},
 		{"custom", "failover", ""},
