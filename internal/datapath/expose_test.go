@@ -16,7 +16,7 @@ import (
 // after it works too (fresh address or port, nothing left in the way).
 func TestExposeThenUndo(t *testing.T) {
 	datapathtest.RequireRoot(t)
-	for _, name := range []string{"native", "wireguard", "mtls-relay", "vxlan", "ipsec"} {
+	for _, name := range []string{"native", "wireguard", "mtls-relay", "vxlan", "ipsec", "mesh-gateway"} {
 		t.Run(name, func(t *testing.T) {
 			tb, link := datapathtest.Setup(t, netns.Spec{}, name, datapathtest.Defaults(t, name))
 			if link.Expose == nil {

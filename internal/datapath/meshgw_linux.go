@@ -160,21 +160,33 @@ func (m *MeshGateway) gatewayConfig(topology string, sites []*netns.Site, i int,
 		bind += fmt.Sprintf(" ssl crt %s ca-file %s verify required %s",
 			filepath.Join(dir, GatewayCertName(self.Name())+".pem"), filepath.Join(dir, "ca.pem"), meshTLS)
 	}
-	return hapGlobal + fmt.Sprintf(`
+	// Services exposed after setup (discovery) are routed by a map that
+	// starts empty and is filled through the runtime API, as Istio's
+	// gateway gets routes pushed: server name → the port of the service's
+	// proxy on this site's address (a server at 0.0.0.0:0 connects to the
+	// destination, whose port set-dst-port changed).
+	exposed := meshExposedMap(dir, self.Name())
+	global := strings.Replace(hapGlobal, "global\n", fmt.Sprintf("global\n    stats socket %s mode 600 level admin\n", meshGatewaySocket(dir, self.Name())), 1)
+	return global + fmt.Sprintf(`
 # East-west gateway: route by the SNI of the proxies' TLS, which passes through.
 frontend eastwest
-    bind %s
+    bind %[1]s
     tcp-request inspect-delay 5s
+    tcp-request content set-dst-port req_ssl_sni,lower,map_str_int(%[5]s) if { req_ssl_hello_type 1 } { req_ssl_sni,lower,map_str(%[5]s) -m found }
     tcp-request content accept if { req_ssl_hello_type 1 }
-    use_backend inbound if { req_ssl_sni -i %s }
-%s    default_backend refuse
+    use_backend inbound if { req_ssl_sni -i %[2]s }
+%[3]s    use_backend exposed if { req_ssl_sni,lower,map_str(%[5]s) -m found }
+    default_backend refuse
 
 backend inbound
-    server proxy %s
+    server proxy %[4]s
+
+backend exposed
+    server exposed 0.0.0.0:0
 
 backend refuse
     tcp-request content reject
-%s`, bind, MeshSNI(self.Name()), rules, netip.AddrPortFrom(self.Addr(), MeshInboundPort), backends)
+%[6]s`, bind, MeshSNI(self.Name()), rules, netip.AddrPortFrom(self.Addr(), MeshInboundPort), exposed, backends)
 }
 
 // Setup makes the run's CA and certificates, then starts every site's
@@ -211,6 +223,9 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 			return nil, err
 		}
 		daemons = append(daemons, d)
+		if err := pkiWriteEmpty(meshExposedMap(pki.Dir(), s.Name())); err != nil {
+			return nil, fmt.Errorf("%s: %w", meshGatewayName, err)
+		}
 		cfg = filepath.Join(pki.Dir(), "gateway-"+s.Name()+".cfg")
 		listen = []netip.AddrPort{netip.AddrPortFrom(s.Addr(), MeshGatewayPort)}
 		d, err = hapStart(ctx, meshGatewayName, "gateway", "haproxy-gateway", s, cfg, m.gatewayConfig(topo, sites, i, pki.Dir()), listen)
@@ -219,8 +234,13 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		}
 		daemons = append(daemons, d)
 	}
+	var expose ExposeFunc
+	if m.CanExpose(topo) == nil {
+		expose = (&meshExposer{m: m, sites: sites, pki: pki}).expose
+	}
 	link := &Link{
 		Target:     AddrTargets(hapTarget(sites)),
+		Expose:     expose,
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
 		Close: func(context.Context) error {

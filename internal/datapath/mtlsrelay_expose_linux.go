@@ -194,7 +194,7 @@ func (x *relayExposer) startAll(ctx context.Context, k int, cfgs map[int]string,
 		go func() {
 			defer wg.Done()
 			s := x.sites[i]
-			d, err := hapStartFast(ctx, s, filepath.Join(x.dir, fmt.Sprintf("expose-%d-%s.cfg", k, s.Name())), cfg,
+			d, err := hapStartFast(ctx, mtlsRelayName, "relay", s, filepath.Join(x.dir, fmt.Sprintf("expose-%d-%s.cfg", k, s.Name())), cfg,
 				netip.AddrPortFrom(s.Addr(), ports[i]))
 			mu.Lock()
 			defer mu.Unlock()
@@ -213,14 +213,15 @@ func (x *relayExposer) startAll(ctx context.Context, k int, cfgs map[int]string,
 	return ds, nil
 }
 
-// hapStartFast is hapStart for a relay whose start is timed: it polls for
-// the listener every 2 ms, not StartDaemon's 20.
-func hapStartFast(ctx context.Context, site *netns.Site, path, cfg string, listen netip.AddrPort) (*Daemon, error) {
+// hapStartFast is hapStart for an exposure's haproxy ("haproxy-expose",
+// of datapath dp in role), whose start is timed: it polls for the
+// listener every 2 ms, not StartDaemon's 20.
+func hapStartFast(ctx context.Context, dp, role string, site *netns.Site, path, cfg string, listen netip.AddrPort) (*Daemon, error) {
 	if err := pki.WriteSecret(path, []byte(cfg)); err != nil {
-		return nil, fmt.Errorf("%s: config on site %s: %w", mtlsRelayName, site.Name(), err)
+		return nil, fmt.Errorf("%s: config on site %s: %w", dp, site.Name(), err)
 	}
 	cmd := testbed.Command{Name: "haproxy-expose", Path: "haproxy", Args: []string{"-db", "-f", path}}
-	d, err := StartDaemon(ctx, mtlsRelayName, "relay", site, cmd, nil, 0)
+	d, err := StartDaemon(ctx, dp, role, site, cmd, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +238,7 @@ func hapStartFast(ctx context.Context, site *netns.Site, path, cfg string, liste
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			d.Process.Stop(time.Second)
-			return nil, fmt.Errorf("%s: haproxy-expose on site %s not ready after %s: %v%s", mtlsRelayName, site.Name(), haproxyStartTimeout, err, tail(d.Process))
+			return nil, fmt.Errorf("%s: haproxy-expose on site %s not ready after %s: %v%s", dp, site.Name(), haproxyStartTimeout, err, tail(d.Process))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
