@@ -111,20 +111,22 @@ repetitions: 5
 }
 
 // TestDiscoveryRealDatapaths: a server started after setup and exposed
-// through native (a new address and the wan router's route to it),
+// through native (a new address and the wan router's route to it), vxlan
+// (a route into the tunnel), ipsec (a child SA per pair), mesh-gateway (a
+// proxy, outbound listeners and a route in the gateway),
 // wireguard (a new address in the peers' allowed IPs) and mtls-relay (new
 // relay listeners and routes) carries its first transaction, with the
 // checkpoints in order; nothing is left behind.
 func TestDiscoveryRealDatapaths(t *testing.T) {
 	requireRoot(t)
 	recs, _ := runWAN(t, `name: discovery-real
-datapaths: [native, wireguard, mtls-relay]
+datapaths: [native, vxlan, wireguard, ipsec, mtls-relay, mesh-gateway]
 workloads:
   - type: discovery
-repetitions: 3
+repetitions: 2
 `)
-	if len(recs) != 9 {
-		t.Fatalf("%d records, want 9", len(recs))
+	if len(recs) != 12 {
+		t.Fatalf("%d records, want 12", len(recs))
 	}
 	for _, r := range recs {
 		logCheckpoints(t, r)
