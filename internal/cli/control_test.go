@@ -162,32 +162,37 @@ repetitions: 2
 }
 
 // TestFailoverMTLSRelay: the server in two sites, the client in the
-// first; mtls-relay's client-site relay routes to b, with c as backup,
-// health-checking both end to end. Killing b's server mid-run moves the
-// traffic to c: the outage is finite and within the health checks'
-// configured detection time (datapath.RelayCheckDetect, 300 ms) plus
-// 200 ms for a check's own TLS handshake, the last answer's distance from
-// the kill and a loaded machine (the median of 5 trials: at load averages
-// above 25 single trials stalled for a second); the transactions sent to
-// b meanwhile failed and are counted. Nothing is left behind.
+// first; mtls-relay's client-site relay (and mesh-gateway's client-site
+// sidecar, through each server site's gateway) routes to b, with c as
+// backup, health-checking both end to end. Killing b's server mid-run
+// moves the traffic to c: the outage is finite and within the health
+// checks' configured detection time (datapath.RelayCheckDetect, 300 ms)
+// plus 200 ms for a check's own TLS handshake, the last answer's distance
+// from the kill and a loaded machine (the median of 5 trials: at load
+// averages above 25 single trials stalled for a second); the transactions
+// sent to b meanwhile failed and are counted. Nothing is left behind.
 func TestFailoverMTLSRelay(t *testing.T) {
 	requireRoot(t)
-	recs, _ := runWAN(t, `name: failover-mtls
+	for _, dp := range []string{"mtls-relay", "mesh-gateway"} {
+		t.Run(dp, func(t *testing.T) {
+			recs, _ := runWAN(t, `name: failover-haproxy
 sites: 3
-datapaths: [mtls-relay]
+datapaths: [`+dp+`]
 workloads:
   - type: failover
     run_for: 2s
     fail_after: 500ms
 repetitions: 5
 `)
-	if len(recs) != 5 {
-		t.Fatalf("%d records, want 5", len(recs))
+			if len(recs) != 5 {
+				t.Fatalf("%d records, want 5", len(recs))
+			}
+			if ps := processesWith("/" + dp + "/expose-"); len(ps) > 0 {
+				t.Errorf("exposure proxies left after the run: %v", ps)
+			}
+			checkFailover(t, recs, "server", 0, datapath.RelayCheckDetect+200*time.Millisecond)
+		})
 	}
-	if ps := processesWith("/mtls-relay/expose-"); len(ps) > 0 {
-		t.Errorf("exposure relays left after the run: %v", ps)
-	}
-	checkFailover(t, recs, "server", 0, datapath.RelayCheckDetect+200*time.Millisecond)
 }
 
 // checkFailover logs each failover record and checks that the median

@@ -83,31 +83,32 @@ backend expose-service-%[1]d
 }
 
 // outboundConfig is site i's outbound listener for exposure k of a
-// service in site j: mutual TLS to the service's proxy through j's
-// gateway (wrapped in mutual TLS to the gateway itself with Double), as
-// proxyConfig does for the sites' own services.
-func (x *meshExposer) outboundConfig(i, j, k, port int) string {
-	self, peer := x.sites[i], x.sites[j]
+// service in the sites to: mutual TLS to the service's proxy through the
+// gateway of its site (wrapped in mutual TLS to the gateway itself with
+// Double), as proxyConfig does for the sites' own services. With several
+// sites (failover, sidecar mode only) the first is preferred and the others
+// are backups, each health-checked end to end, as Istio's locality
+// failover moves a sidecar's traffic when a cluster's endpoints fail.
+func (x *meshExposer) outboundConfig(i int, to []int, k, port int) string {
+	self := x.sites[i]
 	crt := filepath.Join(x.pki.Dir(), ProxyCertName(self.Name())+".pem")
 	ca := x.pki.CAFile()
-	gw := netip.AddrPortFrom(peer.Addr(), MeshGatewayPort)
-	inner := fmt.Sprintf("ssl crt %s ca-file %s verify required sni str(%s) %s", crt, ca, MeshExposeSNI(peer.Name(), k, port), meshTLS)
 	var b strings.Builder
 	b.WriteString(hapGlobal)
 	fmt.Fprintf(&b, `
-# Exposure %[1]d: clients in this site, to the new service in site %[2]s.
+# Exposure %[1]d: clients in this site, to the new service.
 frontend expose-out-%[1]d
-    bind %[3]s
+    bind %[2]s
     default_backend expose-out-%[1]d
-`, k, peer.Name(), netip.AddrPortFrom(self.Addr(), uint16(MeshExposeLocalPort+k)))
-	if !x.m.Double {
-		fmt.Fprintf(&b, "\nbackend expose-out-%d\n    server gateway %s %s\n", k, gw, inner)
-		return b.String()
-	}
-	outer := fmt.Sprintf("ssl crt %s ca-file %s verify required verifyhost %[3]s sni str(%[3]s) %s", crt, ca, GatewayCertName(peer.Name()), meshTLS)
-	fmt.Fprintf(&b, `
+
 backend expose-out-%[1]d
-    server inner abns@spanperf-expose-outer-%[1]d %[2]s
+`, k, netip.AddrPortFrom(self.Addr(), uint16(MeshExposeLocalPort+k)))
+	if x.m.Double {
+		peer := x.sites[to[0]]
+		gw := netip.AddrPortFrom(peer.Addr(), MeshGatewayPort)
+		inner := fmt.Sprintf("ssl crt %s ca-file %s verify required sni str(%s) %s", crt, ca, MeshExposeSNI(peer.Name(), k, port), meshTLS)
+		outer := fmt.Sprintf("ssl crt %s ca-file %s verify required verifyhost %[3]s sni str(%[3]s) %s", crt, ca, GatewayCertName(peer.Name()), meshTLS)
+		fmt.Fprintf(&b, `    server inner abns@spanperf-expose-outer-%[1]d %[2]s
 
 # Outer layer (ambient): the inner TLS stream, wrapped in mutual TLS to the gateway.
 frontend expose-outer-%[1]d
@@ -117,6 +118,27 @@ frontend expose-outer-%[1]d
 backend expose-outer-%[1]d
     server gateway %[3]s %[4]s
 `, k, inner, gw, outer)
+		return b.String()
+	}
+	check := ""
+	if len(to) > 1 {
+		var opts string
+		opts, check = hapHealthCheck()
+		b.WriteString(opts)
+	}
+	for n, j := range to {
+		peer := x.sites[j]
+		sni := MeshExposeSNI(peer.Name(), k, port)
+		backup, checkSSL := "", ""
+		if n > 0 {
+			backup = " backup"
+		}
+		if check != "" {
+			checkSSL = " check-ssl check-sni " + sni
+		}
+		fmt.Fprintf(&b, "    server gateway-%s %s ssl crt %s ca-file %s verify required verifyhost %[5]s sni str(%[5]s) %s%s%s%s\n",
+			peer.Name(), netip.AddrPortFrom(peer.Addr(), MeshGatewayPort), crt, ca, sni, meshTLS, check, checkSSL, backup)
+	}
 	return b.String()
 }
 
@@ -142,30 +164,80 @@ func (x *meshExposer) runtime(site, command string) error {
 	return nil
 }
 
-// expose issues the new service's certificate, then at once starts its
-// proxy in the server's site, an outbound listener in every other site,
-// and adds its route to the server site's gateway.
-func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (_ *Exposure, err error) {
-	j := -1
-	for i, s := range x.sites {
-		if s.Name() == to.Name() {
-			j = i
+// CanRouteRedundant: mesh-gateway routes a client's sidecar to the
+// service in two sites, through each site's gateway, the first preferred
+// and health-checked (Istio's locality failover), in the mesh and in
+// sidecar mode: with Double the checks would have to cross the outer layer
+// too.
+func (m *MeshGateway) CanRouteRedundant(topology string) error {
+	if m.Double {
+		return errors.New("with double: its health checks do not cross the outer layer (use sidecar mode)")
+	}
+	return m.CanExpose(topology)
+}
+
+var _ Redundancer = (*MeshGateway)(nil)
+
+// site returns the index of s in x.sites.
+func (x *meshExposer) site(s testbed.Site) (int, error) {
+	for i, st := range x.sites {
+		if st.Name() == s.Name() {
+			return i, nil
 		}
 	}
-	if j < 0 {
-		return nil, fmt.Errorf("%s: expose on %s: not a site of the datapath", meshGatewayName, to.Name())
+	return -1, fmt.Errorf("%s: %s is not a site of the datapath", meshGatewayName, s.Name())
+}
+
+// expose routes every other site to the service in site to.
+func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (*Exposure, error) {
+	j, err := x.site(to)
+	if err != nil {
+		return nil, err
 	}
-	server := x.sites[j]
+	var clients []int
+	for i := range x.sites {
+		if i != j {
+			clients = append(clients, i)
+		}
+	}
+	return x.route(ctx, clients, []int{j}, port)
+}
+
+// redundant routes site from to the service in the sites to, the first
+// preferred.
+func (x *meshExposer) redundant(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Exposure, error) {
+	i, err := x.site(from)
+	if err != nil {
+		return nil, err
+	}
+	var servers []int
+	for _, s := range to {
+		j, err := x.site(s)
+		if err != nil {
+			return nil, err
+		}
+		if j == i {
+			return nil, fmt.Errorf("%s: failover: the client's site %s serves too", meshGatewayName, s.Name())
+		}
+		servers = append(servers, j)
+	}
+	return x.route(ctx, []int{i}, servers, port)
+}
+
+// route issues the new service's certificate in each server site, then at
+// once starts its proxy there and adds its route to that site's gateway,
+// and starts an outbound listener to the servers in every client site.
+func (x *meshExposer) route(ctx context.Context, clients, servers []int, port int) (_ *Exposure, err error) {
 	k := int(exposeSeq.Add(1) % meshExposePorts)
-	sni := MeshExposeSNI(server.Name(), k, port)
 	var files []string
 	var ds Daemons
-	routed := false
+	var routed []int
 	undo := func() error {
 		ds.Stop(2 * time.Second)
 		var errs []error
-		if routed {
-			errs = append(errs, x.runtime(server.Name(), fmt.Sprintf("del map %s %s", meshExposedMap(x.pki.Dir(), server.Name()), sni)))
+		for _, j := range routed {
+			name := x.sites[j].Name()
+			errs = append(errs, x.runtime(name, fmt.Sprintf("del map %s %s", meshExposedMap(x.pki.Dir(), name), MeshExposeSNI(name, k, port))))
 		}
 		for _, f := range files {
 			errs = append(errs, rmFile(f))
@@ -177,18 +249,24 @@ func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (_ 
 			undo()
 		}
 	}()
-	crt, err := x.pki.Issue(fmt.Sprintf("proxy-%s-svc-%d", server.Name(), k), sni)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", meshGatewayName, err)
+	crts := map[int]string{}
+	for _, j := range servers {
+		name := x.sites[j].Name()
+		crt, err := x.pki.Issue(fmt.Sprintf("proxy-%s-svc-%d", name, k), MeshExposeSNI(name, k, port))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", meshGatewayName, err)
+		}
+		files = append(files, crt.File)
+		crts[j] = crt.File
 	}
-	files = append(files, crt.File)
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	start := func(i int, cfg string, listen netip.AddrPort) {
+	start := func(i int, cfg string, listen uint16) {
 		defer wg.Done()
-		path := filepath.Join(x.pki.Dir(), fmt.Sprintf("expose-%d-%s.cfg", k, x.sites[i].Name()))
-		d, err := hapStartFast(ctx, meshGatewayName, "proxy", x.sites[i], path, cfg, listen)
+		s := x.sites[i]
+		path := filepath.Join(x.pki.Dir(), fmt.Sprintf("expose-%d-%s.cfg", k, s.Name()))
+		d, err := hapStartFast(ctx, meshGatewayName, "proxy", s, path, cfg, netip.AddrPortFrom(s.Addr(), listen))
 		mu.Lock()
 		defer mu.Unlock()
 		files = append(files, path)
@@ -198,29 +276,35 @@ func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (_ 
 		}
 		ds = append(ds, d)
 	}
-	for i, s := range x.sites {
+	for _, j := range servers {
 		wg.Add(1)
-		if i == j {
-			go start(i, x.inboundConfig(j, k, port, crt.File), netip.AddrPortFrom(s.Addr(), uint16(MeshExposeInboundPort+k)))
+		go start(j, x.inboundConfig(j, k, port, crts[j]), uint16(MeshExposeInboundPort+k))
+	}
+	for _, i := range clients {
+		wg.Add(1)
+		go start(i, x.outboundConfig(i, servers, k, port), uint16(MeshExposeLocalPort+k))
+	}
+	for _, j := range servers {
+		name := x.sites[j].Name()
+		if err := x.runtime(name, fmt.Sprintf("add map %s %s %d", meshExposedMap(x.pki.Dir(), name), MeshExposeSNI(name, k, port), MeshExposeInboundPort+k)); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		go start(i, x.outboundConfig(i, j, k, port), netip.AddrPortFrom(s.Addr(), uint16(MeshExposeLocalPort+k)))
+		routed = append(routed, j)
 	}
-	rerr := x.runtime(server.Name(), fmt.Sprintf("add map %s %s %d", meshExposedMap(x.pki.Dir(), server.Name()), sni, MeshExposeInboundPort+k))
 	wg.Wait()
-	if rerr != nil {
-		errs = append(errs, rerr)
-	} else {
-		routed = true
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	serves := map[string]bool{}
+	for _, j := range servers {
+		serves[x.sites[j].Name()] = true
 	}
 	done := false
 	return &Exposure{
 		Target: func(from testbed.Site) testbed.Target {
-			if from.Name() == server.Name() {
-				return testbed.AddrTarget(netip.AddrPortFrom(server.Addr(), uint16(port)))
+			if serves[from.Name()] {
+				return testbed.AddrTarget(netip.AddrPortFrom(siteAddr(from), uint16(port)))
 			}
 			return testbed.AddrTarget(netip.AddrPortFrom(siteAddr(from), uint16(MeshExposeLocalPort+k)))
 		},

@@ -235,12 +235,18 @@ func (m *MeshGateway) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, e
 		daemons = append(daemons, d)
 	}
 	var expose ExposeFunc
+	var redundant RedundantFunc
+	x := &meshExposer{m: m, sites: sites, pki: pki}
 	if m.CanExpose(topo) == nil {
-		expose = (&meshExposer{m: m, sites: sites, pki: pki}).expose
+		expose = x.expose
+	}
+	if m.CanRouteRedundant(topo) == nil {
+		redundant = x.redundant
 	}
 	link := &Link{
 		Target:     AddrTargets(hapTarget(sites)),
 		Expose:     expose,
+		Redundant:  redundant,
 		Components: daemons.Components(),
 		Alive:      daemons.Alive,
 		Close: func(context.Context) error {

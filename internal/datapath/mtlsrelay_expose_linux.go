@@ -153,16 +153,9 @@ backend remote-%[1]d
 `, k, netip.AddrPortFrom(self.Addr(), uint16(RelayExposeLocalPort+k)))
 	check := ""
 	if len(to) > 1 {
-		// The check asks the service its name (agent mode who) through
-		// the far relay: a relay whose service is gone fails it.
-		fmt.Fprintf(&b, `    option tcp-check
-    tcp-check send-binary 53504631030000000000000000000000
-    tcp-check expect rbinary ^[0-9A-Fa-f]{2}
-    option redispatch
-    retries 1
-    timeout check %dms
-`, RelayCheckTimeout.Milliseconds())
-		check = fmt.Sprintf(" check inter %dms fastinter %dms fall %d rise 1", RelayCheckInter.Milliseconds(), RelayCheckFastInter.Milliseconds(), RelayCheckFall)
+		var opts string
+		opts, check = hapHealthCheck()
+		b.WriteString(opts)
 	}
 	for n, j := range to {
 		peer := x.sites[j]
@@ -324,4 +317,21 @@ func (x *relayExposer) redundant(ctx context.Context, from testbed.Site, to []te
 	}
 	target := testbed.AddrTarget(netip.AddrPortFrom(x.sites[i].Addr(), uint16(RelayExposeLocalPort+k)))
 	return x.exposure(k, ds, func(testbed.Site) testbed.Target { return target }, cfgs), nil
+}
+
+// hapHealthCheck is how the HAProxy datapaths check each server of a
+// redundant route end to end (RelayCheckInter and the others): the
+// backend's options, and what each server line adds (with check-ssl and
+// its check-sni). The check asks the service its name (agent mode who)
+// through the far proxy: a proxy whose service is gone fails it.
+func hapHealthCheck() (backend, server string) {
+	backend = fmt.Sprintf(`    option tcp-check
+    tcp-check send-binary 53504631030000000000000000000000
+    tcp-check expect rbinary ^[0-9A-Fa-f]{2}
+    option redispatch
+    retries 1
+    timeout check %dms
+`, RelayCheckTimeout.Milliseconds())
+	server = fmt.Sprintf(" check inter %dms fastinter %dms fall %d rise 1", RelayCheckInter.Milliseconds(), RelayCheckFastInter.Milliseconds(), RelayCheckFall)
+	return backend, server
 }
