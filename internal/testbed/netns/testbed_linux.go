@@ -277,15 +277,26 @@ func (tb *Testbed) AddNamespace(name string) (*Site, error) {
 	}
 	err = s.Do(func() error {
 		// Many short connections (crr) must not run out of ports, and each
-		// trial starts without metrics cached from the one before.
+		// trial starts without metrics cached from the one before. The
+		// ports that servers and datapaths listen on mid-run (ReservedPorts)
+		// are never a client's: a busy client (failover's connection per
+		// millisecond) took one, and the listener started next failed to
+		// bind it.
 		return errors.Join(
 			writeSysctl("net.ipv4.tcp_tw_reuse", "1"),
 			writeSysctl("net.ipv4.ip_local_port_range", "1024 65000"),
+			writeSysctl("net.ipv4.ip_local_reserved_ports", ReservedPorts),
 			writeSysctl("net.ipv4.tcp_no_metrics_save", "1"),
 		)
 	})
 	return s, err
 }
+
+// ReservedPorts are the ports a site's kernel never picks for a client's
+// connection (net.ipv4.ip_local_reserved_ports): the agents' service ports
+// (agent.DefaultPort and the control-plane workloads' fresh ports above
+// it) and the datapaths' listeners, some started mid-run (exposures).
+const ReservedPorts = "7000-9999,15000-19999"
 
 // wire joins site i to the wan router with a veth pair, addresses, routes and shaping.
 func (tb *Testbed) wire(i int, s *Site) error {
