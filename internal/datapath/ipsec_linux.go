@@ -26,7 +26,8 @@ import (
 )
 
 // IPsec joins every pair of sites with strongSwan IKEv2 (one charon per
-// site, configured through swanctl) and a pre-shared key made for the run.
+// site, configured through swanctl), authenticated by a pre-shared key made
+// for the run or by certificates from a CA made for the run.
 // ESP runs in the kernel where it has ESP, else in charon itself
 // (kernel-libipsec: a TUN device and ESP in UDP). In tunnel mode each site
 // gets an inner address 198.19.2.(i+1)/32 on its loopback and clients dial
@@ -42,9 +43,13 @@ type IPsec struct {
 	// ESP says where ESP runs: "kernel", "libipsec" (in charon, over TUN)
 	// or "auto" (the kernel when it has ESP, else libipsec).
 	ESP string
+	// Auth is how the IKE peers authenticate: "psk" (one pre-shared key)
+	// or "cert" (ECDSA certificates from a CA made for the run, as
+	// Submariner's libreswan and most site-to-site VPNs use).
+	Auth string
 
 	// Test hooks (see ipsec_export_test.go).
-	wrongPSK       string // site whose PSK differs from every other site's
+	wrongPSK       string // site whose PSK (or certificate's CA) differs from every other site's
 	ignoreSAErrors bool   // Setup goes on when an SA does not come up
 	brokenConf     bool   // charon's strongswan.conf does not parse
 }
@@ -61,6 +66,7 @@ var (
 	ipsecProposals = []string{"aes128gcm16", "aes256gcm16", "chacha20poly1305"}
 	ipsecModes     = []string{"tunnel", "transport"}
 	ipsecESP       = []string{"auto", "kernel", "libipsec"}
+	ipsecAuth      = []string{"psk", "cert"}
 )
 
 // IPsecInfo registers IPsec.
@@ -72,6 +78,7 @@ func IPsecInfo() Info {
 			{Name: "proposal", Kind: scenario.KindString, Doc: "ESP proposal", Default: "aes128gcm16", Enum: ipsecProposals},
 			{Name: "mode", Kind: scenario.KindString, Doc: "IPsec mode (transport needs kernel ESP)", Default: "tunnel", Enum: ipsecModes},
 			{Name: "esp", Kind: scenario.KindString, Doc: "where ESP runs: kernel, libipsec (userspace, over TUN) or auto (kernel if it has ESP)", Default: "auto", Enum: ipsecESP},
+			{Name: "auth", Kind: scenario.KindString, Doc: "IKE authentication: psk (a pre-shared key) or cert (ECDSA certificates from a CA made for the run)", Default: "psk", Enum: ipsecAuth},
 		},
 		Components: ipsecComponents,
 		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
@@ -85,7 +92,7 @@ func newIPsec(o map[string]any) (*IPsec, error) {
 		}
 		return def
 	}
-	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto")}
+	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto"), Auth: str("auth", "psk")}
 	return p, p.Validate()
 }
 
@@ -94,7 +101,7 @@ func (p *IPsec) Validate() error {
 	for _, c := range []struct {
 		name, v string
 		ok      []string
-	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}} {
+	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}, {"auth", p.Auth, ipsecAuth}} {
 		if !slices.Contains(c.ok, c.v) {
 			return fmt.Errorf("ipsec: %s %q (want one of %s)", c.name, c.v, strings.Join(c.ok, ", "))
 		}
@@ -300,6 +307,11 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 		}
 		l.sites = append(l.sites, is)
 	}
+	if p.Auth == "cert" {
+		if err := l.issueCerts(); err != nil {
+			return nil, err
+		}
+	}
 	for _, s := range l.sites {
 		if err := l.start(ctx, s); err != nil {
 			return nil, err
@@ -399,7 +411,7 @@ func (l *ipsecLink) innerAddr(site *netns.Site, i int, add bool) error {
 // charonPlugins is what charon loads; a plugin it cannot find is skipped
 // with a log line (Check has made sure the needed ones are there).
 func (l *ipsecLink) charonPlugins() string {
-	p := "random nonce openssl pem pkcs1 x509 pubkey aes sha1 sha2 hmac gcm kdf gmp"
+	p := "random nonce openssl pem pkcs1 pkcs8 x509 pubkey constraints aes sha1 sha2 hmac gcm kdf gmp"
 	if l.tools.libipsec {
 		p += " kernel-libipsec"
 	}
@@ -453,8 +465,13 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 			b.WriteString("\t\tencap = yes\n")
 		}
 		b.WriteString("\t\tdpd_delay = 0\n")
-		fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", me.Addr())
-		fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", peer.Addr())
+		if l.p.Auth == "cert" {
+			fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = pubkey\n\t\t\tcerts = %s.pem\n\t\t\tid = %[1]s\n\t\t}\n", ipsecCertName(me))
+			fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = pubkey\n\t\t\tid = %s\n\t\t}\n", ipsecCertName(peer))
+		} else {
+			fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", me.Addr())
+			fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", peer.Addr())
+		}
 		b.WriteString("\t\tchildren {\n")
 		fmt.Fprintf(&b, "\t\t\t%s {\n", ipsecConnName(peer))
 		fmt.Fprintf(&b, "\t\t\t\tmode = %s\n", l.p.Mode)
@@ -470,7 +487,7 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 	}
 	b.WriteString("}\nsecrets {\n")
 	for j, peer := range sites {
-		if j == i {
+		if j == i || l.p.Auth == "cert" {
 			continue
 		}
 		fmt.Fprintf(&b, "\tike-%s {\n", ipsecConnName(peer))
