@@ -18,8 +18,9 @@ import (
 
 // A documented scenario is short when, run with these overrides, its trials
 // hold at most maxShortWindows measurement windows (warmup + duration each;
-// a trial whose workload runs one window per step, a rate sweep, counts
-// every step it may take). The short ones are run for real; the others
+// a trial whose workload bounds its own time, a rate sweep or connections'
+// opening, counts as many as its bound holds: those are run by their own
+// tests). The short ones are run for real; the others
 // are parsed and planned only.
 const (
 	shortDuration   = 300 * time.Millisecond
@@ -91,12 +92,11 @@ func windows(t *testing.T, s *sc.Scenario) int {
 				n++
 				continue
 			}
-			// TrialLimit is steps × (warmup + duration + slack): one more
-			// second of duration adds a second per step.
+			// A trial that bounds itself (a rate sweep's steps, connections'
+			// opening) counts as many windows as its bound holds: its
+			// bound, not warmup + duration, is what it may take.
 			env := workload.Env{Params: tr.Point.Params, Warmup: s.Warmup, Duration: s.Duration}
-			a := l.TrialLimit(env)
-			env.Duration += time.Second
-			n += int((l.TrialLimit(env) - a).Round(time.Second) / time.Second)
+			n += int((l.TrialLimit(env) + s.Warmup + s.Duration - 1) / (s.Warmup + s.Duration))
 		}
 	}
 	return n
