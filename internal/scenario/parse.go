@@ -19,7 +19,7 @@ import (
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
-		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node"}
+		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node", "sizing_cells"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -258,6 +258,14 @@ func (p *parser) scenario(data []byte) *Scenario {
 			}
 		case "limits":
 			s.Limits = p.limits(v, kp)
+		case "sizing_cells":
+			if x, ok := p.value(KindString, v, kp); ok {
+				if c := x.(string); slices.Contains(SizingCellsValues, c) {
+					s.SizingCells = c
+				} else {
+					p.errorf(v, kp, "%q: want one of %s", c, strings.Join(SizingCellsValues, ", "))
+				}
+			}
 		case "energy":
 			p.mapping(v, kp, []string{"idle_watts", "watts_per_core"}, func(key, kp string, v *yaml.Node) {
 				x, ok := p.top(KindFloat, v, kp)
