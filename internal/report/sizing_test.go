@@ -322,3 +322,19 @@ func TestParseSizingCells(t *testing.T) {
 		t.Error("avg: no error")
 	}
 }
+
+// The Markdown report carries the same sizing tables, in a section of
+// their own, with the baseline's column.
+func TestSizingInMarkdown(t *testing.T) {
+	var md, want bytes.Buffer
+	run := Run{Dir: "runs/r1", Records: workloadSizingRecords()}
+	if err := Markdown(&md, []Run{run}, Options{Baseline: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sizing(&want, run.Records, SizingOptions{Baseline: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "## Sizing\n\n```\n"+want.String()+"```\n") {
+		t.Errorf("markdown lacks the sizing tables:\n%s", md.String())
+	}
+}
