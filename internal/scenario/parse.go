@@ -347,11 +347,30 @@ func (p *parser) limits(n *yaml.Node, path string) map[string]Limit {
 	out := map[string]Limit{}
 	p.mapping(n, path, nil, func(key, kp string, v *yaml.Node) {
 		var lim Limit
-		p.mapping(v, kp, []string{"cpu"}, func(_, kp string, v *yaml.Node) {
+		p.mapping(v, kp, []string{"cpu", "workloads"}, func(key, kp string, v *yaml.Node) {
+			if key == "workloads" {
+				lim.Workloads = p.limitWorkloads(v, kp)
+				return
+			}
 			lim.CPU = p.floats(v, kp)
 		})
 		out[key] = lim
 	})
+	return out
+}
+
+// limitWorkloads decodes a limit's workloads: a workload type or a list
+// of them.
+func (p *parser) limitWorkloads(n *yaml.Node, path string) []string {
+	var out []string
+	items := p.list(n, path)
+	for j, e := range items {
+		ek := elemKey(path, j, len(items))
+		p.lines[ek] = e.Line
+		if x, ok := p.value(KindString, e, ek); ok {
+			out = append(out, x.(string))
+		}
+	}
 	return out
 }
 

@@ -25,3 +25,41 @@ func TestParseSizingCells(t *testing.T) {
 		}
 	}
 }
+
+// limits.KEY.workloads restricts a limit to some workload types: the others
+// run each point once, unlimited, on every datapath. A type the scenario
+// does not run is an error naming the file, line and key.
+func TestLimitsForSomeWorkloads(t *testing.T) {
+	const src = `datapaths: [native, relay]
+workloads:
+  - {type: rr, concurrency: [1, 8]}
+  - {type: stream}
+limits: {relay: {cpu: [0.5, 1], workloads: [rr]}}
+`
+	s, err := Parse("test.yaml", []byte(src), componentCatalog{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Limits["relay"].Workloads; len(got) != 1 || got[0] != "rr" {
+		t.Errorf("workloads %q, want [rr]", got)
+	}
+	n := map[string]int{}
+	for _, p := range s.PointsOf("relay") {
+		_, limited := p.Params["limit.relay.cpu"]
+		if limited != (p.Workload == "rr") {
+			t.Errorf("%s %s: limited %v", p.Workload, p.Params.Key(), limited)
+		}
+		n[p.Workload]++
+	}
+	if n["rr"] != 4 || n["stream"] != 1 {
+		t.Errorf("relay's points %v, want rr 4 (2 × 2 limits) and stream 1", n)
+	}
+	if got := len(s.PointsOf("native")); got != 3 {
+		t.Errorf("native's points: %d, want 3", got)
+	}
+	bad := strings.Replace(src, "workloads: [rr]", "workloads: [rr, http]", 1)
+	_, err = Parse("test.yaml", []byte(bad), componentCatalog{})
+	if err == nil || !strings.Contains(err.Error(), `test.yaml:5: limits.relay.workloads[1]: "http" is not a workload of the scenario (rr, stream)`) {
+		t.Errorf("http: err %v", err)
+	}
+}

@@ -416,6 +416,11 @@ type Limit struct {
 	// value is its own point of the matrix, with the parameter
 	// results.CPULimitParam(key).
 	CPU []float64 `json:"cpu,omitempty"`
+	// Workloads, from `workloads: [http, pgbench]`, are the workload types
+	// the limit applies to; the scenario's other workloads run each point
+	// once, unlimited (as a datapath without the component does). Empty
+	// means every workload.
+	Workloads []string `json:"workloads,omitempty"`
 	// Datapaths are the labels of the datapaths with a component the key
 	// names, in scenario order: only their points carry the limit, so a
 	// baseline without that component runs beside a limits sweep once per
