@@ -108,9 +108,11 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	// Sweeps of paced rr over CPU limits also get a sizing table.
+	// Sweeps of a paced workload over CPU limits also get a sizing table,
+	// with the baseline at the same rates beside it.
 	var sizing bytes.Buffer
-	if printed, err := report.Sizing(&sizing, recs); err != nil {
+	sopts := report.SizingOptions{Baseline: s.Baseline, Cells: report.SizingCells(s.SizingCells)}
+	if printed, err := report.Sizing(&sizing, recs, sopts); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	} else if printed {

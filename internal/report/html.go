@@ -60,7 +60,8 @@ func HTML(w io.Writer, runs []Run, opts Options) error {
 			page.Overviews = append(page.Overviews, *ov)
 		}
 		var buf bytes.Buffer
-		if ok, err := Sizing(&buf, runs[ri].Records); err == nil && ok {
+		sopts := SizingOptions{Baseline: ix.baselines[ri], Cells: SizingCells(scenarioOf(runs[ri]).SizingCells)}
+		if ok, err := Sizing(&buf, runs[ri].Records, sopts); err == nil && ok {
 			page.Sizing = append(page.Sizing, htmlPre{Label: ix.runLabels[ri], Text: buf.String()})
 		}
 	}
@@ -158,6 +159,7 @@ type index struct {
 type scenarioInfo struct {
 	Name        string `json:"name"`
 	Baseline    string `json:"baseline"`
+	SizingCells string `json:"sizing_cells"`
 	Repetitions int    `json:"repetitions"`
 	Duration    int64  `json:"duration"`
 	Warmup      int64  `json:"warmup"`

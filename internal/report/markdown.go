@@ -154,6 +154,8 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 		writeReference(&buf, opts.Reference, func(r ReferenceRow) bool { return referenceWorkload(r.Workload) == wl })
 	}
 
+	writeSizingMD(&buf, runs, l.labels, l.baseline)
+
 	// Reference workloads that no run has.
 	var extra []string
 	for _, r := range opts.Reference {
@@ -215,6 +217,30 @@ func writeRunsTable(buf *bytes.Buffer, l *layout, runs []Run) {
 			m.Host.CPUModel, strconv.Itoa(len(r.Records)), start})
 	}
 	buf.WriteByte('\n')
+}
+
+// writeSizingMD writes each run's sizing tables (see Sizing), if any, in a
+// section of their own, with baseline's column and the cells the run's
+// scenario asked for.
+func writeSizingMD(buf *bytes.Buffer, runs []Run, labels []string, baseline string) {
+	heading := false
+	for ri, run := range runs {
+		var tb bytes.Buffer
+		opts := SizingOptions{Baseline: baseline, Cells: SizingCells(scenarioOf(run).SizingCells)}
+		if ok, err := Sizing(&tb, run.Records, opts); err != nil || !ok {
+			continue
+		}
+		if !heading {
+			buf.WriteString("## Sizing\n\n")
+			heading = true
+		}
+		if len(runs) > 1 {
+			fmt.Fprintf(buf, "**%s**\n\n", mdEscape(labels[ri]))
+		}
+		buf.WriteString("```\n")
+		buf.Write(tb.Bytes())
+		buf.WriteString("```\n\n")
+	}
 }
 
 // writeReference writes, per source, the reference rows keep selects.

@@ -26,29 +26,86 @@ func limitTarget(name string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(name, "limit."), ".cpu")
 }
 
+// SizingCells says what a sizing table's cells show.
+type SizingCells string
+
+// The cell contents a sizing table can show. The zero value is SizingP50P99.
+const (
+	// SizingP50P99 shows latency p50 / p99.
+	SizingP50P99 SizingCells = "p50-p99"
+	// SizingMeanMax shows latency average / maximum, as the Skupper sizing
+	// guide's h2load tables do.
+	SizingMeanMax SizingCells = "mean-max"
+)
+
+// ParseSizingCells returns the SizingCells a scenario or flag names: ""
+// (SizingP50P99), "p50-p99" or "mean-max".
+func ParseSizingCells(s string) (SizingCells, error) {
+	switch SizingCells(s) {
+	case "", SizingP50P99:
+		return SizingP50P99, nil
+	case SizingMeanMax:
+		return SizingMeanMax, nil
+	}
+	return "", fmt.Errorf("sizing cells %q: want %s or %s", s, SizingP50P99, SizingMeanMax)
+}
+
+// SizingOptions controls Sizing. The zero value shows p50 / p99 and no
+// baseline column.
+type SizingOptions struct {
+	// Baseline is the datapath whose records at the same workload,
+	// parameters and offered rate (and no CPU limit) fill a last column of
+	// every table of another datapath: the sizing guide's "No Skupper".
+	// Empty, or a datapath with no such records, shows no such column.
+	Baseline string
+	// Cells is what each cell shows; "" means SizingP50P99.
+	Cells SizingCells
+}
+
+// sizingRateMetrics are the achieved-rate metrics a sizing cell compares
+// with the offered rate, the first a record has: HTTP's requests, then
+// every other paced workload's transactions (rr, pgbench, and any
+// workload that records its operations as transactions_per_s).
+var sizingRateMetrics = []string{results.RequestsPerS, results.TransactionsPerS}
+
 // Sizing writes a sizing table for each sweep in recs and reports whether it
 // wrote any. A sweep is the records of one datapath, one workload and one
 // point of its other parameters that have a RateParam above 0 and at least
 // one CPU limit parameter (IsCPULimitParam); other records are ignored, and
-// when no record qualifies nothing is written.
+// when no record qualifies nothing is written. Any paced workload
+// qualifies: rr, http (HTTP/1.1 and HTTP/2), pgbench with rate, and any
+// other whose records carry a rate parameter and an achieved rate
+// (sizingRateMetrics).
 //
 // A table has a row per offered rate and a column per CPU limit (per
 // combination of limits, when several components are limited), both in
-// ascending order, in the order sweeps first appear in recs. A cell shows
-// "p50 / p99": the medians, over the cell's successful trials, of
-// latency_p50_s and latency_p99_s, in the unit FormatValue picks. It shows
-// "not sustained (ACHIEVED)" instead when the median transactions_per_s is
-// below results.SustainedFraction of the offered rate, "failed" when every
-// trial failed, and "–" when there was no trial. A cell some of whose
-// trials failed carries a "*" and summarizes the others. Lines below the
-// tables explain what is shown.
-func Sizing(w io.Writer, recs []results.Record) (printed bool, err error) {
+// ascending order, in the order sweeps first appear in recs. A row is
+// labelled with the median target_rate its records report (a workload
+// whose rate is per connection reports the total), else with the rate
+// parameter. When opts.Baseline names another datapath that has records
+// at the same workload, other parameters and rate, a last column shows
+// them, labelled "BASELINE (no limit)".
+//
+// A cell shows "p50 / p99" (or "avg / max", opts.Cells): the medians, over
+// the cell's successful trials, of latency_p50_s and latency_p99_s (or
+// latency_mean_s and latency_max_s), in the unit FormatValue picks. It
+// shows "not sustained (ACHIEVED)" instead when the median achieved rate
+// is below results.SustainedFraction of the offered rate, "failed" when
+// every trial failed, and "–" when there was no trial. A cell some of
+// whose trials failed carries a "*" and summarizes the others. Lines below
+// the tables explain what is shown.
+func Sizing(w io.Writer, recs []results.Record, opts SizingOptions) (printed bool, err error) {
+	cells, err := ParseSizingCells(string(opts.Cells))
+	if err != nil {
+		return false, err
+	}
 	sweeps := buildSweeps(recs)
 	if len(sweeps) == 0 {
 		return false, nil
 	}
+	base := baselineCells(recs, opts.Baseline)
 	var buf bytes.Buffer
-	anyFailed, anyUnsustained := false, false
+	anyFailed, anyUnsustained, anyBaseline := false, false, false
 	for i, sw := range sweeps {
 		if i > 0 {
 			buf.WriteByte('\n')
@@ -63,21 +120,50 @@ func Sizing(w io.Writer, recs []results.Record) (printed bool, err error) {
 		for _, c := range sw.columns {
 			header = append(header, c.label)
 		}
+		baseKey := func(rate float64) string { return sw.workload + "|" + sw.params + "|" + results.FormatValue(rate) }
+		withBase := false
+		if sw.datapath != opts.Baseline {
+			for _, rate := range sw.rates {
+				withBase = withBase || len(base[baseKey(rate)]) > 0
+			}
+		}
+		if withBase {
+			header = append(header, opts.Baseline+" (no limit)")
+			anyBaseline = true
+		}
 		writeRow(tw, header)
 		for _, rate := range sw.rates {
-			line := []string{FormatValue(results.TransactionsPerS, rate)}
+			var row []results.Record
 			for _, c := range sw.columns {
-				text, failed, unsustained := sizingCell(rate, sw.cells[cellKey{rate, c.key}])
+				row = append(row, sw.cells[cellKey{rate, c.key}]...)
+			}
+			offered := offeredRate(rate, row)
+			line := []string{FormatValue(results.TransactionsPerS, offered)}
+			add := func(recs []results.Record) {
+				text, failed, unsustained := sizingCell(offered, recs, cells)
 				anyFailed = anyFailed || failed
 				anyUnsustained = anyUnsustained || unsustained
 				line = append(line, text)
+			}
+			for _, c := range sw.columns {
+				add(sw.cells[cellKey{rate, c.key}])
+			}
+			if withBase {
+				add(base[baseKey(rate)])
 			}
 			writeRow(tw, line)
 		}
 		tw.Flush() // writes to a bytes.Buffer, which cannot fail
 	}
-	buf.WriteString("\ncells: latency p50 / p99, each the median over repetitions, latency from the intended send time\n")
+	if cells == SizingMeanMax {
+		buf.WriteString("\ncells: latency average / maximum, each the median over repetitions, latency from the intended send time\n")
+	} else {
+		buf.WriteString("\ncells: latency p50 / p99, each the median over repetitions, latency from the intended send time\n")
+	}
 	buf.WriteString("columns: CPU limit in cores (CFS quota) of the component or role named\n")
+	if anyBaseline {
+		fmt.Fprintf(&buf, "%s (no limit): the baseline datapath at the same rates, no component limited (the sizing guide's \"No Skupper\")\n", opts.Baseline)
+	}
 	if anyUnsustained {
 		fmt.Fprintf(&buf, "not sustained: the median achieved rate (in parentheses) was below %.0f%% of the offered rate\n", results.SustainedFraction*100)
 	}
@@ -88,6 +174,66 @@ func Sizing(w io.Writer, recs []results.Record) (printed bool, err error) {
 		return false, fmt.Errorf("write sizing table: %w", err)
 	}
 	return true, nil
+}
+
+// baselineCells groups the paced records of the baseline datapath that
+// carry no CPU limit by workload, other parameters and rate, keyed as
+// Sizing looks them up.
+func baselineCells(recs []results.Record, baseline string) map[string][]results.Record {
+	out := map[string][]results.Record{}
+	if baseline == "" {
+		return out
+	}
+	for _, r := range recs {
+		if r.Datapath != baseline {
+			continue
+		}
+		rate, ok := numeric(r.Params[RateParam])
+		if !ok || rate <= 0 {
+			continue
+		}
+		other := results.Params{}
+		limited := false
+		for k, v := range r.Params {
+			switch {
+			case k == RateParam:
+			case IsCPULimitParam(k):
+				limited = true
+			default:
+				other[k] = v
+			}
+		}
+		if limited {
+			continue
+		}
+		k := r.Workload + "|" + other.Key() + "|" + results.FormatValue(rate)
+		out[k] = append(out[k], r)
+	}
+	return out
+}
+
+// offeredRate is the median target_rate of recs, else rate.
+func offeredRate(rate float64, recs []results.Record) float64 {
+	var t []float64
+	for _, r := range recs {
+		if v, ok := r.Metrics[results.TargetRate]; ok && r.Error == "" {
+			t = append(t, v)
+		}
+	}
+	if s := stats.Summarize(t); s.N > 0 {
+		return s.Median
+	}
+	return rate
+}
+
+// achievedRate is a record's achieved rate: its first sizingRateMetrics.
+func achievedRate(r results.Record) (float64, bool) {
+	for _, m := range sizingRateMetrics {
+		if v, ok := r.Metrics[m]; ok {
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // sweep is one sizing table.
@@ -170,27 +316,31 @@ func buildSweeps(recs []results.Record) []*sweep {
 	return order
 }
 
-// sizingCell renders one cell and says whether some of its trials failed
-// and whether it was not sustained.
-func sizingCell(rate float64, recs []results.Record) (text string, failed, unsustained bool) {
+// sizingCell renders one cell at offered rate and says whether some of
+// its trials failed and whether it was not sustained.
+func sizingCell(offered float64, recs []results.Record, cells SizingCells) (text string, failed, unsustained bool) {
 	if len(recs) == 0 {
 		return "–", false, false
 	}
-	var tps, p50, p99 []float64
+	lo, hi := results.LatencyP50, results.LatencyP99
+	if cells == SizingMeanMax {
+		lo, hi = results.LatencyMean, results.LatencyMax
+	}
+	var rate, a, b []float64
 	nfailed := 0
 	for _, r := range recs {
 		if r.Error != "" {
 			nfailed++
 			continue
 		}
-		if v, ok := r.Metrics[results.TransactionsPerS]; ok {
-			tps = append(tps, v)
+		if v, ok := achievedRate(r); ok {
+			rate = append(rate, v)
 		}
-		if v, ok := r.Metrics[results.LatencyP50]; ok {
-			p50 = append(p50, v)
+		if v, ok := r.Metrics[lo]; ok {
+			a = append(a, v)
 		}
-		if v, ok := r.Metrics[results.LatencyP99]; ok {
-			p99 = append(p99, v)
+		if v, ok := r.Metrics[hi]; ok {
+			b = append(b, v)
 		}
 	}
 	if nfailed == len(recs) {
@@ -200,15 +350,15 @@ func sizingCell(rate float64, recs []results.Record) (text string, failed, unsus
 	if nfailed > 0 {
 		mark, failed = "*", true
 	}
-	achieved := stats.Summarize(tps)
-	if achieved.N > 0 && achieved.Median < results.SustainedFraction*rate {
+	achieved := stats.Summarize(rate)
+	if achieved.N > 0 && achieved.Median < results.SustainedFraction*offered {
 		return "not sustained (" + FormatValue(results.TransactionsPerS, achieved.Median) + ")" + mark, failed, true
 	}
-	a, b := stats.Summarize(p50), stats.Summarize(p99)
-	if a.N == 0 || b.N == 0 || achieved.N == 0 {
+	sa, sb := stats.Summarize(a), stats.Summarize(b)
+	if sa.N == 0 || sb.N == 0 || achieved.N == 0 {
 		return "–" + mark, failed, false
 	}
-	return FormatValue(results.LatencyP50, a.Median) + " / " + FormatValue(results.LatencyP99, b.Median) + mark, failed, false
+	return FormatValue(lo, sa.Median) + " / " + FormatValue(hi, sb.Median) + mark, failed, false
 }
 
 // numeric returns a parameter value as a number: records built in memory

@@ -19,7 +19,7 @@ import (
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
-		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node"}
+		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node", "sizing_cells"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -258,6 +258,14 @@ func (p *parser) scenario(data []byte) *Scenario {
 			}
 		case "limits":
 			s.Limits = p.limits(v, kp)
+		case "sizing_cells":
+			if x, ok := p.value(KindString, v, kp); ok {
+				if c := x.(string); slices.Contains(SizingCellsValues, c) {
+					s.SizingCells = c
+				} else {
+					p.errorf(v, kp, "%q: want one of %s", c, strings.Join(SizingCellsValues, ", "))
+				}
+			}
 		case "energy":
 			p.mapping(v, kp, []string{"idle_watts", "watts_per_core"}, func(key, kp string, v *yaml.Node) {
 				x, ok := p.top(KindFloat, v, kp)
@@ -339,11 +347,30 @@ func (p *parser) limits(n *yaml.Node, path string) map[string]Limit {
 	out := map[string]Limit{}
 	p.mapping(n, path, nil, func(key, kp string, v *yaml.Node) {
 		var lim Limit
-		p.mapping(v, kp, []string{"cpu"}, func(_, kp string, v *yaml.Node) {
+		p.mapping(v, kp, []string{"cpu", "workloads"}, func(key, kp string, v *yaml.Node) {
+			if key == "workloads" {
+				lim.Workloads = p.limitWorkloads(v, kp)
+				return
+			}
 			lim.CPU = p.floats(v, kp)
 		})
 		out[key] = lim
 	})
+	return out
+}
+
+// limitWorkloads decodes a limit's workloads: a workload type or a list
+// of them.
+func (p *parser) limitWorkloads(n *yaml.Node, path string) []string {
+	var out []string
+	items := p.list(n, path)
+	for j, e := range items {
+		ek := elemKey(path, j, len(items))
+		p.lines[ek] = e.Line
+		if x, ok := p.value(KindString, e, ek); ok {
+			out = append(out, x.(string))
+		}
+	}
 	return out
 }
 

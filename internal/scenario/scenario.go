@@ -431,6 +431,17 @@ func (s *Scenario) limitProblems(cat Catalog, targets bool) []problem {
 				ps = append(ps, problem{subject: kp, msg: fmt.Sprintf("names no component or role of the datapaths (%s)", s.describeComponents(cl))})
 			}
 		}
+		for j, wl := range s.Limits[key].Workloads {
+			wk := join(kp, "workloads")
+			ek := elemKey(wk, j, len(s.Limits[key].Workloads))
+			if !slices.ContainsFunc(s.Workloads, func(w WorkloadSpec) bool { return w.Type == wl }) {
+				var types []string
+				for _, w := range s.Workloads {
+					types = append(types, w.Type)
+				}
+				ps = append(ps, problem{subject: ek, msg: fmt.Sprintf("%q is not a workload of the scenario (%s)", wl, strings.Join(types, ", "))})
+			}
+		}
 		cpu := s.Limits[key].CPU
 		cp := join(kp, "cpu")
 		if len(cpu) == 0 {
@@ -684,15 +695,16 @@ func (s *Scenario) limitPointCount() int {
 }
 
 // limitPoints expands the limits of s that apply to datapath label (every
-// limit when label is "") into the cross product of their lists, each a
+// limit when label is "") and to workload type workload (Limit.Workloads) into the cross product of their lists, each a
 // set of parameters named by results.CPULimitParam; the alphabetically first
 // key varies slowest. Without limits it is one empty set.
-func (s *Scenario) limitPoints(label string) []results.Params {
+func (s *Scenario) limitPoints(label, workload string) []results.Params {
 	pts := []results.Params{{}}
 	for _, key := range slices.Sorted(maps.Keys(s.Limits)) {
 		l := s.Limits[key]
 		cpu := l.CPU
-		if len(cpu) == 0 || label != "" && l.Datapaths != nil && !slices.Contains(l.Datapaths, label) {
+		if len(cpu) == 0 || label != "" && l.Datapaths != nil && !slices.Contains(l.Datapaths, label) ||
+			len(l.Workloads) > 0 && !slices.Contains(l.Workloads, workload) {
 			continue
 		}
 		next := make([]results.Params, 0, len(pts)*len(cpu))
@@ -866,9 +878,9 @@ func (s *Scenario) PointsOf(label string) []Point {
 }
 
 func (s *Scenario) points(label string) []Point {
-	lims := cross(cross(s.sitePoints(), s.limitPoints(label)), s.wanPoints())
 	var pts []Point
 	for _, w := range s.Workloads {
+		lims := cross(cross(s.sitePoints(), s.limitPoints(label, w.Type)), s.wanPoints())
 		for _, pt := range w.points() {
 			for _, lp := range lims {
 				p := maps.Clone(pt.Params)

@@ -328,7 +328,14 @@ type Scenario struct {
 	// name or role is the key gets the limit. Each list of values is a
 	// dimension of the matrix (see Points).
 	Limits map[string]Limit `json:"limits,omitempty"`
+	// SizingCells is what the cells of the sizing tables show: "p50-p99"
+	// (latency p50 / p99, the default when empty) or "mean-max" (average /
+	// maximum, as the Skupper sizing guide's h2load tables).
+	SizingCells string `json:"sizing_cells,omitempty"`
 }
+
+// SizingCellsValues are the values sizing_cells accepts.
+var SizingCellsValues = []string{"p50-p99", "mean-max"}
 
 // Site is a site on a Kubernetes cluster, an entry of a sites list.
 type Site struct {
@@ -409,6 +416,11 @@ type Limit struct {
 	// value is its own point of the matrix, with the parameter
 	// results.CPULimitParam(key).
 	CPU []float64 `json:"cpu,omitempty"`
+	// Workloads, from `workloads: [http, pgbench]`, are the workload types
+	// the limit applies to; the scenario's other workloads run each point
+	// once, unlimited (as a datapath without the component does). Empty
+	// means every workload.
+	Workloads []string `json:"workloads,omitempty"`
 	// Datapaths are the labels of the datapaths with a component the key
 	// names, in scenario order: only their points carry the limit, so a
 	// baseline without that component runs beside a limits sweep once per

@@ -77,6 +77,8 @@ func PgbenchInfo() Info {
 				Doc: "pgbench scale factor: 100000 accounts and one branch per unit (tpcb: clients beyond the branches queue on their rows)"},
 			{Name: "mode", Kind: scenario.KindString, Default: "select-only", Enum: []string{"select-only", "tpcb"}, List: true,
 				Doc: "select-only: one indexed SELECT per transaction (pgbench -S, the latency-sensitive read path); tpcb: pgbench's TPC-B-like script (3 UPDATEs, a SELECT and an INSERT)"},
+			{Name: "query_mode", Kind: scenario.KindString, Default: "simple", Enum: []string{"simple", "extended", "prepared"}, List: true,
+				Doc: "how pgbench sends its queries (pgbench -M): simple (one Query message), extended (Parse/Bind/Execute each time) or prepared (parsed once per session, as the Skupper sizing guide's pgbench runs)"},
 		},
 		New:  func() Workload { return Pgbench{} },
 		Pods: true,
@@ -256,14 +258,22 @@ type pgbenchRun struct {
 	rate                 float64
 	// script is pgbench's built-in script (-b).
 	script string
+	// queryMode is pgbench's -M: simple, extended or prepared.
+	queryMode string
 }
 
 func newPgbenchRun(env Env) (*pgbenchRun, error) {
-	r := &pgbenchRun{clients: intParam(env.Params, "clients", 4), scale: intParam(env.Params, "scale", 1), rate: floatParam(env.Params, "rate", 0)}
+	r := &pgbenchRun{clients: intParam(env.Params, "clients", 4), scale: intParam(env.Params, "scale", 1), rate: floatParam(env.Params, "rate", 0),
+		queryMode: stringParam(env.Params, "query_mode", "simple")}
 	r.jobs = min(intParam(env.Params, "jobs", 2), r.clients)
 	var ok bool
 	if r.script, ok = map[string]string{"select-only": "select-only", "tpcb": "tpcb-like"}[stringParam(env.Params, "mode", "select-only")]; !ok {
 		return nil, fmt.Errorf("pgbench: mode %q (want select-only or tpcb)", env.Params["mode"])
+	}
+	switch r.queryMode {
+	case "simple", "extended", "prepared":
+	default:
+		return nil, fmt.Errorf("pgbench: query_mode %q (want simple, extended or prepared)", r.queryMode)
 	}
 	return r, nil
 }
@@ -290,7 +300,7 @@ func (r *pgbenchRun) clientArgs(env Env, logPrefix string) (secs int, args []str
 	// from the log, and with --rate pgbench logs it from each transaction's
 	// scheduled start, so it is corrected for coordinated omission.
 	args = []string{"-n", "-h", env.Target.Host, "-p", strconv.Itoa(env.Target.Port),
-		"-U", postgresRole, "-b", r.script, "-c", strconv.FormatInt(r.clients, 10), "-j", strconv.FormatInt(r.jobs, 10),
+		"-U", postgresRole, "-b", r.script, "-M", r.queryMode, "-c", strconv.FormatInt(r.clients, 10), "-j", strconv.FormatInt(r.jobs, 10),
 		"-T", strconv.Itoa(secs), "-l", "--log-prefix=" + logPrefix}
 	if r.rate > 0 {
 		args = append(args, "-R", strconv.FormatFloat(r.rate, 'f', -1, 64))
