@@ -35,6 +35,9 @@ func FailoverInfo() Info {
 		},
 		New:   func() Workload { return failover{} },
 		Needs: "redundant",
+		// On Kubernetes sites the datapath runs the servers as pods
+		// (datapath.Link.Serve) and the probe runs in the client's pod.
+		Pods: true,
 	}
 }
 
@@ -83,6 +86,9 @@ func failoverSites(env ControlEnv) ([]testbed.Site, error) {
 // when the probe is done it computes the outage from the attempts. The
 // servers, the routing and the cut are removed after.
 func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr error) {
+	if env.Serve != nil {
+		return failoverServed(ctx, env)
+	}
 	if env.Redundant == nil {
 		return nil, errors.New("failover: the datapath cannot route to a service served in two sites")
 	}
