@@ -76,7 +76,15 @@ repetitions: 1
 		if !(d > 0) || d > 20 {
 			t.Errorf("%s: discovery_s = %v, want in (0, 20] s", r.TrialKey(), d)
 		}
-		for _, k := range []string{results.PodReadySeconds, results.EndpointsReadySeconds, results.RouteInstalledSeconds, results.FirstConnectSeconds} {
+		want := []string{results.PodReadySeconds, results.RouteInstalledSeconds, results.FirstConnectSeconds}
+		if r.Datapath == kubedp.NodePortName {
+			// NodePort answers only once kube-proxy has the endpoint;
+			// k8s-pod's client dials the pod's IP, and its headless
+			// Service's EndpointSlice may come a second or more after
+			// the first answer on a loaded machine (then missing).
+			want = append(want, results.EndpointsReadySeconds)
+		}
+		for _, k := range want {
 			v, ok := m[k]
 			// The watches report what they saw: a checkpoint may trail
 			// the first answer by the watch's delivery, not by more.
