@@ -179,6 +179,10 @@ type Link struct {
 	// Redundant, when set, routes a client in one site to a service
 	// served in several (see Redundancer).
 	Redundant RedundantFunc
+	// Serve, when set, runs the servers of discovery and failover itself
+	// and exposes them (Kubernetes: new pods and their Services); those
+	// workloads then use it in place of Expose and Redundant.
+	Serve ServeFunc
 	// Close removes what Setup built. It is safe to call once; the testbed's
 	// own Close removes namespaces (and links in them) regardless.
 	Close func(context.Context) error

@@ -29,3 +29,17 @@ const (
 	// answer (the workload's fail_after, plus the controller's lateness).
 	FailedAfterSeconds = "failed_after_s"
 )
+
+// Checkpoints of discovery and failover on Kubernetes, in seconds from
+// the trial's start (discovery: creating the server; failover: the
+// failure): the new server's pod seen Ready (PodReadySeconds), its
+// Service's EndpointSlice seen with its address ready
+// (EndpointsReadySeconds); the failed server's endpoint seen gone from its
+// EndpointSlice (EndpointGoneSeconds) and the client cluster's
+// EndpointSlice moved to the survivor (SwitchedSeconds).
+const (
+	PodReadySeconds       = "pod_ready_s"
+	EndpointsReadySeconds = "endpoints_ready_s"
+	EndpointGoneSeconds   = "endpoint_gone_s"
+	SwitchedSeconds       = "switched_s"
+)

@@ -61,6 +61,15 @@ func runControl(ctx context.Context, o Options, t Trial, tb testbed.Testbed, lin
 			return &workload.Exposure{Target: e.Target, Undo: e.Undo}, nil
 		}
 	}
+	if link.Serve != nil {
+		env.Serve = func(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*workload.Served, error) {
+			sv, err := link.Serve(ctx, from, to, port)
+			if err != nil {
+				return nil, err
+			}
+			return &workload.Served{Exposure: workload.Exposure{Target: sv.Target, Undo: sv.Undo}, Checkpoints: sv.Checkpoints, Fail: sv.Fail}, nil
+		}
+	}
 	if ltb, ok := tb.(*netns.Testbed); ok {
 		env.Isolate = func(site testbed.Site) (func() error, error) {
 			s, ok := site.(*netns.Site)

@@ -33,6 +33,11 @@ type ControlEnv struct {
 	// Redundant routes a client in from to port served in every site of
 	// to, preferring to[0] (datapath.RedundantFunc).
 	Redundant func(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Exposure, error)
+	// Serve, when set, is a datapath that runs the servers itself (on
+	// Kubernetes: pods it creates) and exposes them, to one site or to two
+	// preferring to[0] (datapath.ServeFunc); discovery and failover use it
+	// in place of starting agents in the sites and Expose or Redundant.
+	Serve func(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Served, error)
 	// Isolate, when set, cuts a site off the underlay as if its gateway
 	// died (packets from and to it silently dropped); restore lifts the
 	// cut.
@@ -46,6 +51,16 @@ type Exposure struct {
 	Target func(from testbed.Site) testbed.Target
 	// Undo removes the exposure; safe once.
 	Undo func(context.Context) error
+}
+
+// Served is what Serve made (datapath.Served).
+type Served struct {
+	Exposure
+	// Checkpoints returns, so far, when each checkpoint was seen, by
+	// metric name.
+	Checkpoints func() map[string]time.Time
+	// Fail makes the server of site fail (its pod deleted).
+	Fail func(ctx context.Context, site testbed.Site) error
 }
 
 // controlPorts hands each control-plane trial a service port of its own,

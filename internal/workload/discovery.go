@@ -24,6 +24,9 @@ func DiscoveryInfo() Info {
 		},
 		New:   func() Workload { return discovery{} },
 		Needs: "expose",
+		// On Kubernetes sites the datapath runs the servers as pods
+		// (datapath.Link.Serve) and the probe runs in the client's pod.
+		Pods: true,
 	}
 }
 
@@ -42,6 +45,9 @@ func (discovery) Run(context.Context, Env) (*Result, error) {
 // site and has the datapath expose it; the probe gets its target the
 // moment exposing returns. The server and the exposure are removed after.
 func (discovery) RunControl(ctx context.Context, env ControlEnv) (*Result, error) {
+	if env.Serve != nil {
+		return discoveryServed(ctx, env)
+	}
 	if env.Expose == nil {
 		return nil, errors.New("discovery: the datapath cannot expose a service after setup")
 	}

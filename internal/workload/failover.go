@@ -27,7 +27,7 @@ func FailoverInfo() Info {
 			"the gap in successful transactions until the other answers, and the transactions that failed",
 		Params: []scenario.Field{
 			{Name: ServersParam, Kind: scenario.KindString, Default: "", List: true, Doc: `the two server sites, "b+c", the preferred first; "" is the last two sites (client_site picks the client's, default the first)`},
-			{Name: "fail", Kind: scenario.KindString, Default: "server", Enum: []string{"server", "gateway"}, List: true, Doc: "what fails in the site in use: server (its process is killed with SIGKILL) or gateway (the site is cut off the underlay: packets from and to it are dropped silently; restored after the trial)"},
+			{Name: "fail", Kind: scenario.KindString, Default: "server", Enum: []string{"server", "gateway"}, List: true, Doc: "what fails in the site in use: server (its process is killed with SIGKILL; on Kubernetes sites its pod is deleted, grace 1 s) or gateway (the site is cut off the underlay: packets from and to it are dropped silently; restored after the trial)"},
 			{Name: "fail_after", Kind: scenario.KindDuration, Default: time.Second, Doc: "when, after the first answer, the site in use fails"},
 			{Name: "run_for", Kind: scenario.KindDuration, Default: 3 * time.Second, Doc: "how long the client starts transactions (the failure and the switch-over must fit)"},
 			{Name: "interval", Kind: scenario.KindDuration, Default: time.Millisecond, Doc: "how often the client starts a transaction (a new connection each)"},
@@ -35,6 +35,9 @@ func FailoverInfo() Info {
 		},
 		New:   func() Workload { return failover{} },
 		Needs: "redundant",
+		// On Kubernetes sites the datapath runs the servers as pods
+		// (datapath.Link.Serve) and the probe runs in the client's pod.
+		Pods: true,
 	}
 }
 
@@ -83,6 +86,9 @@ func failoverSites(env ControlEnv) ([]testbed.Site, error) {
 // when the probe is done it computes the outage from the attempts. The
 // servers, the routing and the cut are removed after.
 func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr error) {
+	if env.Serve != nil {
+		return failoverServed(ctx, env)
+	}
 	if env.Redundant == nil {
 		return nil, errors.New("failover: the datapath cannot route to a service served in two sites")
 	}

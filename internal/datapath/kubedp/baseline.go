@@ -35,7 +35,11 @@ var servicesRule = rbacv1.PolicyRule{
 
 // Pod exposes the server as its agent pod's IP: the baseline of flat pod
 // networks, where pods of one cluster reach the other's pods directly.
-type Pod struct{}
+type Pod struct {
+	// SwitchDelay delays failover's switch to the surviving server (see
+	// Serve): a known answer.
+	SwitchDelay time.Duration
+}
 
 // HostNet runs the agent pods on their nodes' network and exposes the
 // server as its node's IP.
@@ -52,9 +56,12 @@ var (
 // PodInfo registers Pod.
 func PodInfo() datapath.Info {
 	return datapath.Info{
-		Name:       PodName,
-		Summary:    "Kubernetes: the client dials the server's pod IP (flat pod networks routed between clusters; the baseline)",
-		New:        func(map[string]any) (datapath.Datapath, error) { return Pod{}, nil },
+		Name:    PodName,
+		Summary: "Kubernetes: the client dials the server's pod IP (flat pod networks routed between clusters; the baseline)",
+		Options: []scenario.Field{switchDelayField},
+		New: func(o map[string]any) (datapath.Datapath, error) {
+			return Pod{SwitchDelay: durationOpt(o, "switch_delay", 0)}, nil
+		},
 		Components: kernelDeclared,
 		Kube:       true,
 	}
@@ -79,7 +86,7 @@ func (p Pod) Setup(ctx context.Context, tb testbed.Testbed) (*datapath.Link, err
 	return setupOn(ctx, PodName, p, tb)
 }
 
-func (Pod) setup(_ context.Context, sites []Site) (*datapath.Link, error) {
+func (p Pod) setup(_ context.Context, sites []Site) (*datapath.Link, error) {
 	server, _ := serverOf(sites)
 	ip := server.Pod().Status.PodIP
 	if ip == "" {
@@ -88,6 +95,7 @@ func (Pod) setup(_ context.Context, sites []Site) (*datapath.Link, error) {
 	return &datapath.Link{
 		Target:     podTargets(sites, func(s Site) string { return s.Pod().Status.PodIP }),
 		Components: kernelOnly(),
+		Serve:      serveOn(PodName, "", p.SwitchDelay, sites),
 		Close:      func(context.Context) error { return nil },
 	}, nil
 }
@@ -144,6 +152,9 @@ type Service struct {
 	Type corev1.ServiceType
 	// Timeout bounds the wait for a LoadBalancer's ingress address; 0 is 2m.
 	Timeout time.Duration
+	// SwitchDelay delays failover's switch to the surviving server
+	// (NodePort; see Serve): a known answer.
+	SwitchDelay time.Duration
 }
 
 var (
@@ -173,8 +184,9 @@ func NodePortInfo() datapath.Info {
 	return datapath.Info{
 		Name:    NodePortName,
 		Summary: "Kubernetes: a NodePort Service; the client dials the server node's IP and the nodePort",
-		New: func(map[string]any) (datapath.Datapath, error) {
-			return &Service{Type: corev1.ServiceTypeNodePort}, nil
+		Options: []scenario.Field{switchDelayField},
+		New: func(o map[string]any) (datapath.Datapath, error) {
+			return &Service{Type: corev1.ServiceTypeNodePort, SwitchDelay: durationOpt(o, "switch_delay", 0)}, nil
 		},
 		Components: kernelDeclared,
 		Kube:       true,
@@ -278,11 +290,15 @@ func (s *Service) setup(ctx context.Context, sites []Site) (*datapath.Link, erro
 		made.closeAfter(name)
 		return nil, err
 	}
-	return &datapath.Link{
+	link := &datapath.Link{
 		Target:     targetsTo(server, target),
 		Components: kernelOnly(),
 		Close:      func(ctx context.Context) error { return made.close(ctx, name) },
-	}, nil
+	}
+	if s.Type == corev1.ServiceTypeNodePort {
+		link.Serve = serveOn(name, corev1.ServiceTypeNodePort, s.SwitchDelay, sites)
+	}
+	return link, nil
 }
 
 // target is what a client dials to reach the Service got (o as created).
