@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spanperf/spanperf/internal/report"
 	"github.com/spanperf/spanperf/internal/results"
@@ -218,5 +221,48 @@ warmup: 100ms
 	t.Logf("open %v at %.0f/s under %v", r.Metrics[results.OpenConnections], r.Metrics[results.ConnectRatePerS], r.Metrics[results.For(results.CPULimitCores, "spanperf@a")])
 	if r.Metrics[results.For(results.CPULimitCores, "spanperf@a")] != 0.2 || r.Metrics[results.OpenConnections] != 300 {
 		t.Errorf("metrics %v, want 300 connections held under cpu_limit_cores{spanperf@a} 0.2", r.Metrics)
+	}
+}
+
+// TestConnectionsInterruptWhileOpening: ^C while a connections trial is
+// still opening its connections (10,000 at 200/s) stops the run at once
+// with exit 130, and leaves no hold client, namespace or daemon behind.
+// (The trial once hung here: stopping the client waited for its stdin's
+// pipe, which was closed only after.)
+func TestConnectionsInterruptWhileOpening(t *testing.T) {
+	requireRoot(t)
+	cmd, errOut := startScenario(t, `name: connections-interrupt
+datapaths: [native]
+workloads:
+  - type: connections
+    count: 10000
+    connect_rate: 200
+    keepalive: 300s
+repetitions: 1
+`)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(processesWith(" hold --target ")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no hold client after 30 s:\n%s", errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // opening is under way
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Errorf("exit after SIGINT: %v, want status 130\n%s", err, errOut)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the run did not stop within 15 s of SIGINT:\n%s", errOut)
+	}
+	if ps := processesWith(" hold"); len(ps) > 0 {
+		t.Errorf("hold processes left: %v", ps)
+	}
+	if r := residue(t); len(r) > 0 {
+		t.Errorf("left behind after SIGINT: %v", r)
 	}
 }

@@ -148,7 +148,13 @@ func (connections) TimeSetup(ctx context.Context, env SetupEnv) (_ *Result, err 
 	if err != nil {
 		return nil, fmt.Errorf("connections: client: %w", err)
 	}
-	defer cli.Stop(time.Second)
+	// Close the pipe before stopping the client: stopping waits for the
+	// copy into its stdin, which ends only when the pipe closes (stopped
+	// the other way round, a cancelled trial hung).
+	defer func() {
+		pw.Close()
+		cli.Stop(time.Second)
+	}()
 	if err := waitLine(ctx, cli, out, openLimit(p)); err != nil {
 		return nil, fmt.Errorf("connections: client: opening %d connections (at least %.0f/s): %w%s", count, minOpenRate, err, agentError(out))
 	}
