@@ -17,6 +17,8 @@ func Datapaths() []datapath.Info {
 		datapath.TunnelInfo("geneve", "kernel Geneve overlay between two sites (UDP 6081)"),
 		datapath.TunnelInfo("gre", "kernel GRE tunnel between two sites"),
 		datapath.TunnelInfo("ipip", "kernel IP-in-IP tunnel between two sites"),
+		datapath.MacvlanInfo(),
+		datapath.IPvlanInfo(),
 		datapath.WireGuardInfo(),
 		datapath.IPsecInfo(),
 		datapath.MTLSRelayInfo(),
