@@ -19,6 +19,8 @@ func Datapaths() []datapath.Info {
 		datapath.TunnelInfo("ipip", "kernel IP-in-IP tunnel between two sites"),
 		datapath.MacvlanInfo(),
 		datapath.IPvlanInfo(),
+		datapath.FlannelInfo(datapath.FlannelHostGW),
+		datapath.FlannelInfo(datapath.FlannelVXLAN),
 		datapath.WireGuardInfo(),
 		datapath.IPsecInfo(),
 		datapath.MTLSRelayInfo(),

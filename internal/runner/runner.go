@@ -248,7 +248,11 @@ func EndpointsAt(tb testbed.Testbed, link *datapath.Link, port int, params resul
 		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.(*netns.Site).Addr(), uint16(port)))
 	}
 	sites := tb.Sites()
-	return sites[ci], sites[si], link.Target(sites[ci], sites[si], port)
+	client, server, target = sites[ci], sites[si], link.Target(sites[ci], sites[si], port)
+	if link.Workloads != nil {
+		client, server = link.Workloads(client), link.Workloads(server)
+	}
+	return client, server, target
 }
 
 // siteIndexes are the indexes in tb.Sites() of the client and server
