@@ -42,9 +42,13 @@ type IPsec struct {
 	// ESP says where ESP runs: "kernel", "libipsec" (in charon, over TUN)
 	// or "auto" (the kernel when it has ESP, else libipsec).
 	ESP string
+	// Auth is how the peers authenticate: "psk" (a pre-shared key made for
+	// the run) or "cert" (ECDSA P-256 certificates from a CA made for the
+	// run; each site's identity is its name).
+	Auth string
 
 	// Test hooks (see ipsec_export_test.go).
-	wrongPSK       string // site whose PSK differs from every other site's
+	wrongPSK       string // site whose PSK (or CA, with cert) differs from every other site's
 	ignoreSAErrors bool   // Setup goes on when an SA does not come up
 	brokenConf     bool   // charon's strongswan.conf does not parse
 }
@@ -60,6 +64,7 @@ var (
 	ipsecProposals = []string{"aes128gcm16", "aes256gcm16", "chacha20poly1305"}
 	ipsecModes     = []string{"tunnel", "transport"}
 	ipsecESP       = []string{"auto", "kernel", "libipsec"}
+	ipsecAuth      = []string{"psk", "cert"}
 )
 
 // IPsecInfo registers IPsec.
@@ -71,6 +76,7 @@ func IPsecInfo() Info {
 			{Name: "proposal", Kind: scenario.KindString, Doc: "ESP proposal", Default: "aes128gcm16", Enum: ipsecProposals},
 			{Name: "mode", Kind: scenario.KindString, Doc: "IPsec mode (transport needs kernel ESP)", Default: "tunnel", Enum: ipsecModes},
 			{Name: "esp", Kind: scenario.KindString, Doc: "where ESP runs: kernel, libipsec (userspace, over TUN) or auto (kernel if it has ESP)", Default: "auto", Enum: ipsecESP},
+			{Name: "auth", Kind: scenario.KindString, Doc: "peer authentication: psk (a per-run pre-shared key) or cert (per-run CA, ECDSA P-256 certificates)", Default: "psk", Enum: ipsecAuth},
 		},
 		Components: ipsecComponents,
 		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
@@ -84,7 +90,7 @@ func newIPsec(o map[string]any) (*IPsec, error) {
 		}
 		return def
 	}
-	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto")}
+	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto"), Auth: str("auth", "psk")}
 	return p, p.Validate()
 }
 
@@ -93,7 +99,7 @@ func (p *IPsec) Validate() error {
 	for _, c := range []struct {
 		name, v string
 		ok      []string
-	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}} {
+	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}, {"auth", p.Auth, ipsecAuth}} {
 		if !slices.Contains(c.ok, c.v) {
 			return fmt.Errorf("ipsec: %s %q (want one of %s)", c.name, c.v, strings.Join(c.ok, ", "))
 		}
@@ -246,6 +252,7 @@ type ipsecLink struct {
 	root    string
 	sites   []*ipsecSite
 	daemons Daemons
+	creds   map[string]ipsecCred // auth cert: each site's files
 	once    sync.Once
 	err     error
 }
@@ -279,6 +286,11 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 			l.close()
 		}
 	}()
+	if p.Auth == "cert" {
+		if err := l.issue(sites); err != nil {
+			return nil, err
+		}
+	}
 	for i, s := range sites {
 		key := psk
 		if s.Name() == p.wrongPSK {
@@ -386,7 +398,7 @@ func (l *ipsecLink) innerAddr(site *netns.Site, i int, add bool) error {
 // charonPlugins is what charon loads; a plugin it cannot find is skipped
 // with a log line (Check has made sure the needed ones are there).
 func (l *ipsecLink) charonPlugins() string {
-	p := "random nonce openssl pem pkcs1 x509 pubkey aes sha1 sha2 hmac gcm kdf gmp"
+	p := "random nonce openssl pem pkcs1 pkcs8 x509 pubkey aes sha1 sha2 hmac gcm kdf gmp"
 	if l.tools.libipsec {
 		p += " kernel-libipsec"
 	}
@@ -440,8 +452,12 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 			b.WriteString("\t\tencap = yes\n")
 		}
 		b.WriteString("\t\tdpd_delay = 0\n")
-		fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", me.Addr())
-		fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", peer.Addr())
+		if l.p.Auth == "cert" {
+			l.certAuth(&b, me, peer)
+		} else {
+			fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", me.Addr())
+			fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", peer.Addr())
+		}
 		b.WriteString("\t\tchildren {\n")
 		fmt.Fprintf(&b, "\t\t\t%s {\n", ipsecConnName(peer))
 		fmt.Fprintf(&b, "\t\t\t\tmode = %s\n", l.p.Mode)
@@ -454,6 +470,11 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 		b.WriteString("\t\t\t}\n\t\t}\n\t}\n")
 	}
 	b.WriteString("}\nsecrets {\n")
+	if l.p.Auth == "cert" {
+		// The key is in SWANCTL_DIR/private: nothing secret here.
+		b.WriteString("}\n")
+		return b.String()
+	}
 	for j, peer := range sites {
 		if j == i {
 			continue
