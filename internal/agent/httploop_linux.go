@@ -503,8 +503,9 @@ func (l *httpLoop) run() {
 				}
 				l.seq++
 				c.owed++
-				if c.owed == 1 && l.canSend(c) {
-					// On time: the pacing error is measurable.
+				if c.owed == 1 && l.canSend(c) && l.measuring {
+					// On time: the pacing error is measurable (over the
+					// window, as latency is: not the warm-up's start).
 					l.lag.RecordValue(max(now-due, 1))
 				}
 				if l.sendOwed(c, now) {

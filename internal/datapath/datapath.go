@@ -163,6 +163,10 @@ type Link struct {
 	Target func(from, to testbed.Site, port int) testbed.Target
 	// Components are the processes (or the kernel) that carry the traffic.
 	Components []results.Component
+	// Workloads, when set, returns where the workloads of site run: a
+	// namespace the datapath made behind it (a pod behind a CNI bridge).
+	// Nil means in the site itself. Target still takes the sites.
+	Workloads func(site testbed.Site) testbed.Site
 	// Alive, when set, returns nil while every daemon of the datapath runs,
 	// else an error naming the datapath, the daemon, its site and its last
 	// log lines. The runner calls it after each trial; an error fails the

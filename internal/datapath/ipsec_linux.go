@@ -43,13 +43,13 @@ type IPsec struct {
 	// ESP says where ESP runs: "kernel", "libipsec" (in charon, over TUN)
 	// or "auto" (the kernel when it has ESP, else libipsec).
 	ESP string
-	// Auth is how the IKE peers authenticate: "psk" (one pre-shared key)
-	// or "cert" (ECDSA certificates from a CA made for the run, as
-	// Submariner's libreswan and most site-to-site VPNs use).
+	// Auth is how the peers authenticate: "psk" (a pre-shared key made for
+	// the run) or "cert" (ECDSA P-256 certificates from a CA made for the
+	// run; each site's identity is its name).
 	Auth string
 
 	// Test hooks (see ipsec_export_test.go).
-	wrongPSK       string // site whose PSK (or certificate's CA) differs from every other site's
+	wrongPSK       string // site whose PSK (or CA, with cert) differs from every other site's
 	ignoreSAErrors bool   // Setup goes on when an SA does not come up
 	brokenConf     bool   // charon's strongswan.conf does not parse
 }
@@ -73,12 +73,12 @@ var (
 func IPsecInfo() Info {
 	return Info{
 		Name:    "ipsec",
-		Summary: "strongSwan IKEv2 with a per-run PSK; ESP in the kernel or in charon (kernel-libipsec over TUN)",
+		Summary: "strongSwan IKEv2 with a per-run PSK or certificates; ESP in the kernel or in charon (kernel-libipsec over TUN)",
 		Options: []scenario.Field{
 			{Name: "proposal", Kind: scenario.KindString, Doc: "ESP proposal", Default: "aes128gcm16", Enum: ipsecProposals},
 			{Name: "mode", Kind: scenario.KindString, Doc: "IPsec mode (transport needs kernel ESP)", Default: "tunnel", Enum: ipsecModes},
 			{Name: "esp", Kind: scenario.KindString, Doc: "where ESP runs: kernel, libipsec (userspace, over TUN) or auto (kernel if it has ESP)", Default: "auto", Enum: ipsecESP},
-			{Name: "auth", Kind: scenario.KindString, Doc: "IKE authentication: psk (a pre-shared key) or cert (ECDSA certificates from a CA made for the run)", Default: "psk", Enum: ipsecAuth},
+			{Name: "auth", Kind: scenario.KindString, Doc: "peer authentication: psk (a per-run pre-shared key) or cert (per-run CA, ECDSA P-256 certificates)", Default: "psk", Enum: ipsecAuth},
 		},
 		Components: ipsecComponents,
 		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
@@ -255,6 +255,7 @@ type ipsecLink struct {
 	root    string
 	sites   []*ipsecSite
 	daemons Daemons
+	creds   map[string]ipsecCred // auth cert: each site's files
 	once    sync.Once
 	err     error
 
@@ -294,6 +295,11 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 			l.close()
 		}
 	}()
+	if p.Auth == "cert" {
+		if err := l.issue(sites); err != nil {
+			return nil, err
+		}
+	}
 	for i, s := range sites {
 		key := psk
 		if s.Name() == p.wrongPSK {
@@ -306,11 +312,6 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 			return nil, err
 		}
 		l.sites = append(l.sites, is)
-	}
-	if p.Auth == "cert" {
-		if err := l.issueCerts(); err != nil {
-			return nil, err
-		}
 	}
 	for _, s := range l.sites {
 		if err := l.start(ctx, s); err != nil {
@@ -411,7 +412,7 @@ func (l *ipsecLink) innerAddr(site *netns.Site, i int, add bool) error {
 // charonPlugins is what charon loads; a plugin it cannot find is skipped
 // with a log line (Check has made sure the needed ones are there).
 func (l *ipsecLink) charonPlugins() string {
-	p := "random nonce openssl pem pkcs1 pkcs8 x509 pubkey constraints aes sha1 sha2 hmac gcm kdf gmp"
+	p := "random nonce openssl pem pkcs1 pkcs8 x509 pubkey aes sha1 sha2 hmac gcm kdf gmp"
 	if l.tools.libipsec {
 		p += " kernel-libipsec"
 	}
@@ -466,8 +467,7 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 		}
 		b.WriteString("\t\tdpd_delay = 0\n")
 		if l.p.Auth == "cert" {
-			fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = pubkey\n\t\t\tcerts = %s.pem\n\t\t\tid = %[1]s\n\t\t}\n", ipsecCertName(me))
-			fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = pubkey\n\t\t\tid = %s\n\t\t}\n", ipsecCertName(peer))
+			l.certAuth(&b, me, peer)
 		} else {
 			fmt.Fprintf(&b, "\t\tlocal {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", me.Addr())
 			fmt.Fprintf(&b, "\t\tremote {\n\t\t\tauth = psk\n\t\t\tid = %s\n\t\t}\n", peer.Addr())
@@ -486,6 +486,11 @@ func (l *ipsecLink) swanctlConf(i int, sites []*netns.Site, psk []byte) string {
 		b.WriteString("\t\t}\n\t}\n")
 	}
 	b.WriteString("}\nsecrets {\n")
+	if l.p.Auth == "cert" {
+		// The key is in SWANCTL_DIR/private: nothing secret here.
+		b.WriteString("}\n")
+		return b.String()
+	}
 	for j, peer := range sites {
 		if j == i || l.p.Auth == "cert" {
 			continue

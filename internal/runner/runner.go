@@ -233,7 +233,8 @@ func TestbedSpec(s *scenario.Scenario, id string) netns.Spec {
 // site and the server in the last, and the client dials link.Target. In
 // the gateway topology both run in the nodes behind those sites, and the
 // client dials the server node's own address: routing carries it through
-// the gateways and the datapath between them.
+// the gateways and the datapath between them. A link with Workloads (a
+// CNI's pods) runs them where it says, and the client dials link.Target.
 func Endpoints(tb testbed.Testbed, link *datapath.Link, port int) (client, server testbed.Site, target testbed.Target) {
 	return EndpointsAt(tb, link, port, nil)
 }
@@ -248,7 +249,11 @@ func EndpointsAt(tb testbed.Testbed, link *datapath.Link, port int, params resul
 		return c, s, testbed.AddrTarget(netip.AddrPortFrom(s.(*netns.Site).Addr(), uint16(port)))
 	}
 	sites := tb.Sites()
-	return sites[ci], sites[si], link.Target(sites[ci], sites[si], port)
+	client, server, target = sites[ci], sites[si], link.Target(sites[ci], sites[si], port)
+	if link.Workloads != nil {
+		client, server = link.Workloads(client), link.Workloads(server)
+	}
+	return client, server, target
 }
 
 // siteIndexes are the indexes in tb.Sites() of the client and server
