@@ -159,3 +159,14 @@ func TestBrokerLogErrorGolden(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckBrokerNamesPackage: with nats-server and epmd out of PATH, the
+// check (what `spanperf doctor` prints) names the Debian packages.
+func TestCheckBrokerNamesPackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for kind, want := range map[string]string{workload.BrokerNATS: "install Debian package nats-server", workload.BrokerRabbitMQ: "install Debian package erlang-base"} {
+		if err := workload.CheckBroker(kind); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", kind, err, want)
+		}
+	}
+}
