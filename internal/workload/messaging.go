@@ -97,9 +97,27 @@ type Messaging struct {
 }
 
 var (
-	_ Workload = Messaging{}
-	_ Checker  = Messaging{}
+	_ Workload     = Messaging{}
+	_ Checker      = Messaging{}
+	_ StartLimiter = Messaging{}
 )
+
+// StartLimiter is implemented by workloads whose Run starts something
+// slow before its measured window (a broker that boots for seconds): the
+// runner allows a trial StartLimit(env) more than its warmup and
+// duration (and its own slack), and probes it as any other.
+type StartLimiter interface {
+	// StartLimit is the longest the start-up before the window may take.
+	StartLimit(env Env) time.Duration
+}
+
+// StartLimit implements StartLimiter: the broker's start limit.
+func (Messaging) StartLimit(env Env) time.Duration {
+	if stringParam(env.Params, "broker", BrokerRabbitMQ) == BrokerNATS {
+		return natsStartLimit
+	}
+	return rabbitmqStartLimit
+}
 
 // Check says whether both brokers are installed (either may be asked for).
 func (Messaging) Check(context.Context) error {
