@@ -2,9 +2,11 @@ package workload_test
 
 import (
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
@@ -25,6 +27,17 @@ func requireBroker(t *testing.T, kind string) {
 // /proc: cmdline and cwd).
 func brokerLeftovers(t *testing.T, dir string) []string {
 	t.Helper()
+	// erl_child_setup exits once beam has: give it a moment.
+	for range 20 {
+		if len(brokerLeftoversNow(dir)) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return brokerLeftoversNow(dir)
+}
+
+func brokerLeftoversNow(dir string) []string {
 	var out []string
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	self := os.Getpid()
@@ -38,6 +51,21 @@ func brokerLeftovers(t *testing.T, dir string) []string {
 		if strings.HasPrefix(cl, "epmd -address 127.0.0.1") && filepath.Base(p) != "self" {
 			if ppid := parentOf(p); ppid == self || ppid == 1 {
 				out = append(out, "epmd "+filepath.Base(p))
+			}
+		}
+	}
+	// Every process of the user rabbitmq: beam, erl_child_setup and
+	// inet_gethost leave the script's process group; none may outlive it.
+	if u, err := user.Lookup("rabbitmq"); err == nil {
+		for _, p := range procs {
+			st, _ := os.ReadFile(filepath.Join(p, "status"))
+			if strings.Contains(string(st), "\nState:\tZ") {
+				continue // exited, not yet reaped by PID 1
+			}
+			for _, l := range strings.Split(string(st), "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" && f[1] == u.Uid {
+					out = append(out, "rabbitmq process "+filepath.Base(p))
+				}
 			}
 		}
 	}
