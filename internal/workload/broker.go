@@ -341,7 +341,11 @@ func (b *Broker) startNATS(ctx context.Context, site testbed.Site) error {
 	return b.waitReady(ctx, natsStartLimit)
 }
 
-// waitReady waits until the broker listens on its port, failing fast with
+// rabbitmqStarted is what RabbitMQ logs when its boot has finished.
+const rabbitmqStarted = "Server startup complete"
+
+// waitReady waits until the broker listens on its port (RabbitMQ: and has
+// logged rabbitmqStarted), failing fast with
 // its log's reason when it exits first.
 func (b *Broker) waitReady(ctx context.Context, limit time.Duration) error {
 	pid, local := testbed.PIDOf(b.proc)
@@ -350,7 +354,9 @@ func (b *Broker) waitReady(ctx context.Context, limit time.Duration) error {
 	}
 	deadline := time.Now().Add(limit)
 	for {
-		if listening(pid, b.spec.Port) {
+		// RabbitMQ opens its listeners a little before its boot ends:
+		// wait for the line that says it has.
+		if listening(pid, b.spec.Port) && (b.spec.Kind != BrokerRabbitMQ || strings.Contains(b.Log(), rabbitmqStarted)) {
 			return nil
 		}
 		select {
