@@ -9,6 +9,7 @@ want=(iproute2 ca-certificates procps python3
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
   haproxy openvswitch-switch socat ethtool
   iperf3 sockperf wrk nginx nghttp2-client postgresql # the standard-tool workloads
+  rabbitmq-server nats-server # the messaging workload's brokers
   prometheus # a real Prometheus for the known-answer test of prometheus: URL
   chromium) # headless, for the HTML report's browser test
 case "${1:-}" in

@@ -18,6 +18,8 @@ import (
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
+//	messaging-respond --protocol amqp091|nats --target HOST:PORT [--consumers N] [--in-flight N] [--durable] [--delay D]   answer each request through a broker with its body
+//	messaging --protocol amqp091|nats --target HOST:PORT --rate R [--connections N] [--in-flight N] [--body-size B] [--durable] --duration D [--warmup D]   paced request-response through a broker, result as JSON
 //	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
@@ -42,7 +44,7 @@ import (
 // process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|failover|relay|hold|hold-serve [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|messaging|messaging-respond|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|failover|relay|hold|hold-serve [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -62,6 +64,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return failoverMain(args[1:], stdout, stderr)
 	case "http-serve", "http":
 		return httpMain(args, stdout, stderr)
+	case "messaging", "messaging-respond":
+		return messagingMain(args, stdout, stderr)
 	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":
 		return podMain(args, os.Stdin, stdout, stderr)
 	case "serve":

@@ -55,6 +55,7 @@ func Workloads() []workload.Info {
 		workload.WrkInfo(),
 		workload.H2loadInfo(),
 		workload.PgbenchInfo(),
+		workload.MessagingInfo(),
 		workload.TunnelUpInfo(),
 		workload.ConnectionsInfo(),
 		workload.DiscoveryInfo(),

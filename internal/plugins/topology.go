@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spanperf/spanperf/internal/datapath"
+	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
 )
 
@@ -81,4 +82,16 @@ func (Catalog) CheckSites(name string, opts map[string]any, sites int) error {
 		return err
 	}
 	return datapath.CheckSites(name, dp, sites)
+}
+
+var _ scenario.ParamsChecker = Catalog{}
+
+// CheckParams implements scenario.ParamsChecker with the workload's
+// workload.Info.CheckParams (nil when it has none).
+func (Catalog) CheckParams(name string, params results.Params) error {
+	w, ok := Workload(name)
+	if !ok || w.CheckParams == nil {
+		return nil
+	}
+	return w.CheckParams(params)
 }

@@ -348,6 +348,8 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 	tl, steps := w.(workload.TrialLimiter)
 	if steps {
 		limit = tl.TrialLimit(env)
+	} else if sl, ok := w.(workload.StartLimiter); ok {
+		limit += sl.StartLimit(env)
 	}
 	tctx, cancel := context.WithTimeout(ctx, limit+trialSlack)
 	defer cancel()

@@ -278,6 +278,9 @@ func (s *Scenario) problems(cat Catalog) []problem {
 			}
 		} else {
 			ps = append(ps, checkParams(path, fields, w.Params, true)...)
+			if len(ps) == n {
+				ps = append(ps, paramsProblems(cat, path, w)...)
+			}
 		}
 		if len(ps) == n && min(matrixSize(w)*s.limitPointCount()*len(s.wanPoints())*len(s.sitePoints()), maxPoints+1) > maxPoints {
 			add(path, "", "matrix has more than %d points", maxPoints)

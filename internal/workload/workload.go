@@ -148,6 +148,10 @@ type Info struct {
 	// others need programs on the controller's machine and run only on
 	// local sites.
 	Pods bool
+	// CheckParams, when not nil, says what is wrong with one point of the
+	// workload's matrix (defaults applied) beyond each value's kind: keys
+	// that exclude each other. A scenario.FieldError names the key.
+	CheckParams func(params results.Params) error
 	// Needs names a datapath capability the workload needs
 	// (datapath.NeedExpose, datapath.NeedRedundant); "" for none. The
 	// plan leaves out the datapaths without it; Validate refuses a

@@ -1,0 +1,30 @@
+package plugins
+
+import (
+	"testing"
+
+	"github.com/spanperf/spanperf/internal/scenario"
+)
+
+// TestMessagingParamsChecked: a messaging workload whose keys exclude each
+// other (a protocol its broker does not speak, durable on NATS, rate 0)
+// is refused at parse time by file, line and key; one that fits parses.
+func TestMessagingParamsChecked(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: rabbitmq\n    protocol: nats\n    rate: 100\n",
+			"s.yaml:6: workloads[0].protocol: broker rabbitmq does not speak nats (it speaks [amqp091])"},
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: nats\n    rate: [100, 200]\n    durable: true\n",
+			"s.yaml:7: workloads[0].durable: core NATS keeps no messages: durable needs broker rabbitmq"},
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    rate: [100, 0]\n",
+			"s.yaml:5: workloads[0].rate: must be > 0: messaging is paced"},
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: nats\n    protocol: nats\n    rate: 100\n", ""},
+	} {
+		_, err := scenario.Parse("s.yaml", []byte(c.src), Catalog{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.src, err)
+		case c.want != "" && (err == nil || err.Error() != c.want):
+			t.Errorf("%q:\n got %v\nwant %s", c.src, err, c.want)
+		}
+	}
+}
