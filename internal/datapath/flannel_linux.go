@@ -352,3 +352,10 @@ func addrOn(h *netlink.Handle, l netlink.Link, p netip.Prefix) error {
 	}
 	return nil
 }
+
+var _ WANBypasser = (*Flannel)(nil)
+
+// BypassesWAN: the nodes meet on one L2 network of their own (macvlan).
+func (f *Flannel) BypassesWAN() string {
+	return fmt.Sprintf("%s: the nodes meet on one L2 network, past the wan router: its rate, delay, jitter and loss would not apply", f.name())
+}

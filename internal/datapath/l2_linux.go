@@ -299,3 +299,10 @@ func (seg *segment) close() error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ WANBypasser = (*L2Direct)(nil)
+
+// BypassesWAN: the sites meet on one L2 segment of their own.
+func (d *L2Direct) BypassesWAN() string {
+	return fmt.Sprintf("%s: the sites meet on one L2 segment, past the wan router: its rate, delay, jitter and loss would not apply", d.Kind)
+}

@@ -50,3 +50,11 @@ func neighbours(topology string, n, i int) []int {
 	}
 	return out
 }
+
+// WANBypasser is implemented by datapaths whose sites reach each other
+// past the wan router (one L2 segment of their own), so the wan's shaping
+// (rate, delay, jitter, loss) never touches their traffic. BypassesWAN
+// says so, for the parse-time refusal.
+type WANBypasser interface {
+	BypassesWAN() string
+}

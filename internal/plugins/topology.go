@@ -29,6 +29,21 @@ func newDatapath(name string, opts map[string]any) (datapath.Datapath, error) {
 	return d.New(opts)
 }
 
+var _ scenario.WANChecker = Catalog{}
+
+// CheckWAN implements scenario.WANChecker: a datapath whose sites meet
+// past the wan router (datapath.WANBypasser) cannot be shaped by it.
+func (Catalog) CheckWAN(name string, opts map[string]any) error {
+	dp, err := newDatapath(name, opts)
+	if err != nil {
+		return err
+	}
+	if b, ok := dp.(datapath.WANBypasser); ok {
+		return fmt.Errorf("wan: %s", b.BypassesWAN())
+	}
+	return nil
+}
+
 var _ scenario.ComponentLister = Catalog{}
 
 // Components implements scenario.ComponentLister with the datapath's

@@ -242,6 +242,11 @@ func (s *Scenario) problems(cat Catalog) []problem {
 					add(path, "", "%v", err)
 				}
 			}
+			if wc, ok := cat.(WANChecker); ok && len(ps) == n && !s.IsKube() && (s.WAN.Emulated() || s.WAN.RateBPS > 0) {
+				if err := wc.CheckWAN(d.Name, d.Options); err != nil {
+					add(path, "", "%v", err)
+				}
+			}
 			if sc, ok := cat.(SiteChecker); ok && len(ps) == n && !s.IsKube() && s.Sites > 2 {
 				if err := sc.CheckSites(d.Name, d.Options, s.Sites); err != nil {
 					add(path, "", "%v", err)

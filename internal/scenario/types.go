@@ -133,6 +133,15 @@ type TopologyChecker interface {
 	CheckTopology(name string, opts map[string]any, topology string) error
 }
 
+// WANChecker is an optional Catalog capability: Validate asks it whether
+// each datapath, with its options, passes through the wan router, when
+// the scenario shapes the wan (rate, delay, jitter, loss or links).
+type WANChecker interface {
+	// CheckWAN returns nil when datapath name with options opts carries
+	// its traffic through the shaped wan, else an error saying why not.
+	CheckWAN(name string, opts map[string]any) error
+}
+
 // SiteChecker is an optional Catalog capability: Validate asks it whether
 // each datapath, with its options, can join the scenario's number of sites.
 type SiteChecker interface {
