@@ -204,3 +204,36 @@ func wgUpdatePeer(ws *wgSite, p wgtypes.PeerConfig) error {
 	}
 	return nil
 }
+
+// siteIndex returns the index of s in sites (dp names the datapath in the
+// error when it is not there).
+func siteIndex(dp string, sites []*netns.Site, s testbed.Site) (int, error) {
+	for i, st := range sites {
+		if st.Name() == s.Name() {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%s: %s is not a site of the datapath", dp, s.Name())
+}
+
+// redundantSites returns the indexes in sites of a redundant route's
+// client site from and its server sites to, refusing a client site that
+// serves too.
+func redundantSites(dp string, sites []*netns.Site, from testbed.Site, to []testbed.Site) (int, []int, error) {
+	i, err := siteIndex(dp, sites, from)
+	if err != nil {
+		return -1, nil, err
+	}
+	var servers []int
+	for _, s := range to {
+		j, err := siteIndex(dp, sites, s)
+		if err != nil {
+			return -1, nil, err
+		}
+		if j == i {
+			return -1, nil, fmt.Errorf("%s: failover: the client's site %s serves too", dp, s.Name())
+		}
+		servers = append(servers, j)
+	}
+	return i, servers, nil
+}

@@ -178,19 +178,9 @@ func (m *MeshGateway) CanRouteRedundant(topology string) error {
 
 var _ Redundancer = (*MeshGateway)(nil)
 
-// site returns the index of s in x.sites.
-func (x *meshExposer) site(s testbed.Site) (int, error) {
-	for i, st := range x.sites {
-		if st.Name() == s.Name() {
-			return i, nil
-		}
-	}
-	return -1, fmt.Errorf("%s: %s is not a site of the datapath", meshGatewayName, s.Name())
-}
-
 // expose routes every other site to the service in site to.
 func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (*Exposure, error) {
-	j, err := x.site(to)
+	j, err := siteIndex(meshGatewayName, x.sites, to)
 	if err != nil {
 		return nil, err
 	}
@@ -206,20 +196,9 @@ func (x *meshExposer) expose(ctx context.Context, to testbed.Site, port int) (*E
 // redundant routes site from to the service in the sites to, the first
 // preferred.
 func (x *meshExposer) redundant(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Exposure, error) {
-	i, err := x.site(from)
+	i, servers, err := redundantSites(meshGatewayName, x.sites, from, to)
 	if err != nil {
 		return nil, err
-	}
-	var servers []int
-	for _, s := range to {
-		j, err := x.site(s)
-		if err != nil {
-			return nil, err
-		}
-		if j == i {
-			return nil, fmt.Errorf("%s: failover: the client's site %s serves too", meshGatewayName, s.Name())
-		}
-		servers = append(servers, j)
 	}
 	return x.route(ctx, []int{i}, servers, port)
 }

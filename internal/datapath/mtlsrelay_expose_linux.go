@@ -106,16 +106,6 @@ func (r *MTLSRelay) redundantFunc(sites []*netns.Site, dir string) RedundantFunc
 	return x.redundant
 }
 
-// site returns the index of s in x.sites.
-func (x *relayExposer) site(s testbed.Site) (int, error) {
-	for i, st := range x.sites {
-		if st.Name() == s.Name() {
-			return i, nil
-		}
-	}
-	return -1, fmt.Errorf("%s: %s is not a site of the datapath", mtlsRelayName, s.Name())
-}
-
 // inboundConfig is the section that accepts exposure k's mutual TLS in
 // site j and delivers to port on loopback. A failed delivery is not
 // retried: the client's relay, not this one, decides where to go next.
@@ -260,7 +250,7 @@ func (x *relayExposer) exposure(k int, ds Daemons, target func(from testbed.Site
 // expose starts, at once, the inbound section in the server's site and a
 // local section in every other site.
 func (x *relayExposer) expose(ctx context.Context, to testbed.Site, port int) (*Exposure, error) {
-	j, err := x.site(to)
+	j, err := siteIndex(mtlsRelayName, x.sites, to)
 	if err != nil {
 		return nil, err
 	}
@@ -290,22 +280,13 @@ func (x *relayExposer) expose(ctx context.Context, to testbed.Site, port int) (*
 // client's site, a local section with the first server preferred and the
 // others as backups, health-checked end to end.
 func (x *relayExposer) redundant(ctx context.Context, from testbed.Site, to []testbed.Site, port int) (*Exposure, error) {
-	i, err := x.site(from)
+	i, js, err := redundantSites(mtlsRelayName, x.sites, from, to)
 	if err != nil {
 		return nil, err
 	}
 	k := int(exposeSeq.Add(1) % relayExposePorts)
 	cfgs, ports := map[int]string{}, map[int]uint16{}
-	var js []int
-	for _, s := range to {
-		j, err := x.site(s)
-		if err != nil {
-			return nil, err
-		}
-		if j == i {
-			return nil, fmt.Errorf("%s: failover: the client's site %s serves too", mtlsRelayName, s.Name())
-		}
-		js = append(js, j)
+	for _, j := range js {
 		cfgs[j] = x.inboundConfig(j, k, port)
 		ports[j] = uint16(RelayExposeInboundPort + k)
 	}

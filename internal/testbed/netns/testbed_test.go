@@ -37,26 +37,39 @@ func newTestbed(t *testing.T, spec netns.Spec) *netns.Testbed {
 	return tb
 }
 
+// serveIn listens on a free port of site's address until the test ends,
+// and hands each connection to handle, then closes it.
+func serveIn(t *testing.T, site *netns.Site, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := site.Do(func() (err error) {
+		ln, err = net.Listen("tcp", site.Addr().String()+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				handle(c)
+				c.Close()
+			}()
+		}
+	}()
+	return ln
+}
+
 // TestSitesReachEachOther builds two sites and carries a TCP exchange from
 // a socket in site a to a listener in site b, through the wan router.
 func TestSitesReachEachOther(t *testing.T) {
 	tb := newTestbed(t, netns.Spec{MTU: 9000})
 	a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-	var ln net.Listener
-	if err := b.Do(func() (err error) {
-		ln, err = net.Listen("tcp", b.Addr().String()+":0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
-		}
-	}()
+	ln := serveIn(t, b, func(c net.Conn) { io.Copy(c, c) })
 	var c net.Conn
 	if err := a.Do(func() (err error) {
 		c, err = net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
@@ -87,23 +100,7 @@ func TestSitesReachEachOther(t *testing.T) {
 func TestClientsSpareReservedPorts(t *testing.T) {
 	tb := newTestbed(t, netns.Spec{})
 	a, b := tb.LocalSites()[0], tb.LocalSites()[1]
-	var ln net.Listener
-	if err := b.Do(func() (err error) {
-		ln, err = net.Listen("tcp", b.Addr().String()+":0")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	ln := serveIn(t, b, func(net.Conn) {})
 	reserved := func(p int) bool { return p >= 7000 && p <= 9999 || p >= 15000 && p <= 19999 }
 	var hits, low, n int
 	if err := a.Do(func() error {
