@@ -517,13 +517,14 @@ func TestUpCarriesTraffic(t *testing.T) {
 }
 
 // upClient runs, for the duration d, the rr client command that up
-// printed (output out, testbed id) for site a, and returns its result,
+// printed (output out, testbed id) for site a (or its pod, where the
+// datapath runs workloads in pods: flannel-*), and returns its result,
 // which must have transactions.
 func upClient(t *testing.T, id, out, d string) agent.Result {
 	t.Helper()
 	var client []string
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[0] == "ip" && f[3] == "spanperf-"+id+"-a" {
+		if f := strings.Fields(line); len(f) > 4 && f[0] == "ip" && (f[3] == "spanperf-"+id+"-a" || f[3] == "spanperf-"+id+"-a-pod") {
 			client = f
 		}
 	}
