@@ -1,9 +1,6 @@
 package cli_test
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,21 +17,7 @@ import (
 // component pod is TestPodsProbedFromMetricsAPI's, in internal/runner: no
 // adapter with component pods can run on the local clusters.)
 func TestKubeRunWithoutProbe(t *testing.T) {
-	ctxs, image := kubeEnv(t)
-	f := filepath.Join(t.TempDir(), "k.yaml")
-	src := fmt.Sprintf("name: kube-noprobe\nsites:\n  - {name: east, context: %s}\n  - {name: west, context: %s}\ndatapaths: [k8s-pod]\nworkloads: [{type: rr}]\nrepetitions: 2\nduration: 2s\nwarmup: 300ms\n", ctxs[0], ctxs[1])
-	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, code := spanperf(t, "run", "-f", f, "--out", dir, "--image", image, "--seed", "1")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-	}
-	recs, err := results.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, _ := runKubeScenario(t, "name: kube-noprobe\nsites:\n  - {name: east, context: %s}\n  - {name: west, context: %s}\ndatapaths: [k8s-pod]\nworkloads: [{type: rr}]\nrepetitions: 2\nduration: 2s\nwarmup: 300ms\n")
 	if len(recs) != 2 {
 		t.Errorf("%d records, want 2", len(recs))
 	}
@@ -51,11 +34,6 @@ func TestKubeRunWithoutProbe(t *testing.T) {
 		}
 		if why := r.Missing[results.CPUCoresBusy]; !strings.Contains(why, "probe: node") {
 			t.Errorf("%s: missing[%s] = %q, want it naming probe: node", r.TrialKey(), results.CPUCoresBusy, why)
-		}
-	}
-	for _, c := range ctxs[:2] {
-		if ns := runNamespaces(t, c); len(ns) > 0 {
-			t.Errorf("context %s: namespaces left: %v", c, ns)
 		}
 	}
 }

@@ -87,9 +87,7 @@ func namespacesOf(t *testing.T, ctx string, keep func(corev1.Namespace) bool) []
 // probe's CPU figures are there for each node and for the whole path, and
 // no namespace is left.
 func TestKubeRunBaselines(t *testing.T) {
-	ctxs, image := kubeEnv(t)
-	f := filepath.Join(t.TempDir(), "k.yaml")
-	src := fmt.Sprintf(`name: kube-baselines
+	recs, _ := runKubeScenario(t, `name: kube-baselines
 sites:
   - {name: east, context: %s}
   - {name: west, context: %s}
@@ -104,19 +102,7 @@ workloads:
 repetitions: 1
 duration: 1s
 warmup: 300ms
-`, ctxs[0], ctxs[1])
-	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "run")
-	out, errOut, code := spanperf(t, "run", "-f", f, "--out", dir, "--image", image, "--seed", "1")
-	if code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
-	}
-	recs, err := results.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if len(recs) != 12 {
 		t.Errorf("%d records, want 12", len(recs))
 	}
@@ -142,11 +128,6 @@ warmup: 300ms
 		}
 		if !slices.ContainsFunc(r.Warnings, func(w string) bool { return strings.Contains(w, "share one kernel") }) {
 			t.Errorf("%s: no warning that the nodes share a kernel: %q", r.TrialKey(), r.Warnings)
-		}
-	}
-	for _, c := range ctxs[:2] {
-		if ns := runNamespaces(t, c); len(ns) > 0 {
-			t.Errorf("context %s: namespaces left: %v", c, ns)
 		}
 	}
 }
