@@ -99,12 +99,9 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 	if err != nil {
 		return nil, err
 	}
-	interval := durationParam(env.Params, "interval", time.Millisecond)
-	duration := durationParam(env.Params, "run_for", 3*time.Second)
-	failAfter := durationParam(env.Params, "fail_after", time.Second)
-	attemptTimeout := durationParam(env.Params, "attempt_timeout", time.Second)
-	if failAfter >= duration {
-		return nil, fmt.Errorf("failover: fail_after %v must be shorter than run_for %v", failAfter, duration)
+	fp, err := failoverParamsOf(env.Params)
+	if err != nil {
+		return nil, err
 	}
 	port := controlPort()
 	procs := map[string]testbed.Process{}
@@ -131,28 +128,16 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 		}
 	}()
 	target := exp.Target(env.Client)
-	out := &testbed.SyncBuffer{}
-	cmd := agent.Command("agent-failover", "failover", "--target", target.String(), "--duration", duration.String(),
-		"--interval", interval.String(), "--attempt-timeout", attemptTimeout.String())
-	cmd.Stdout = out
-	probe, err := env.Client.Exec(ctx, cmd)
+	probe, out, first, err := startFailoverProbe(ctx, env.Client, target, fp)
 	if err != nil {
-		return nil, fmt.Errorf("failover: probe: %w", err)
+		return nil, err
 	}
 	defer probe.Stop(time.Second)
-	// The first line names the site that answers first.
-	if err := waitLine(ctx, probe, out, duration); err != nil {
-		return nil, fmt.Errorf("failover: no answer through %s: %w", target, err)
+	if procs[first.Site] == nil {
+		return nil, fmt.Errorf("failover: probe's first answer came from %q, not a server site", first.Site)
 	}
-	var first agent.FailoverSwitch
-	line, _, _ := strings.Cut(out.String(), "\n")
-	if err := json.Unmarshal([]byte(line), &first); err != nil || procs[first.Site] == nil || first.AtNS == 0 {
-		return nil, fmt.Errorf("failover: probe said %q", line)
-	}
-	select {
-	case <-time.After(time.Until(time.Unix(0, first.AtNS).Add(failAfter))):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := sleepUntil(ctx, time.Unix(0, first.AtNS).Add(fp.failAfter)); err != nil {
+		return nil, err
 	}
 	// The site in use is the one that answered last: on a loaded machine
 	// a health check may have moved the traffic before the failure.
@@ -182,14 +167,9 @@ func (failover) RunControl(ctx context.Context, env ControlEnv) (_ *Result, rerr
 		killProcess(procs[inUse.Site])
 		delete(procs, inUse.Site)
 	}
-	select {
-	case <-probe.Done():
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	var run agent.FailoverRun
-	if err := lastJSONLine(out.String(), &run); err != nil {
-		return nil, fmt.Errorf("failover: %w: %v: %s", err, probe.Wait(), probe.Tail())
+	run, err := failoverRunOf(ctx, probe, out)
+	if err != nil {
+		return nil, err
 	}
 	undoErr = undoWithin(exp)
 	m, err := failoverFigures(run, inUse.Site, failAt.UnixNano())
@@ -255,4 +235,74 @@ func failoverFigures(run agent.FailoverRun, failed string, failAt int64) (map[st
 	m[results.OutageSeconds] = time.Duration(firstOther - lastFailed).Seconds()
 	m[results.RecoverySeconds] = time.Duration(firstOther - failAt).Seconds()
 	return m, nil
+}
+
+// failoverParams are failover's timing parameters.
+type failoverParams struct {
+	interval, duration, failAfter, attemptTimeout time.Duration
+}
+
+// failoverParamsOf reads interval, run_for, fail_after and
+// attempt_timeout, refusing a failure after the run's end.
+func failoverParamsOf(p results.Params) (failoverParams, error) {
+	fp := failoverParams{
+		interval:       durationParam(p, "interval", time.Millisecond),
+		duration:       durationParam(p, "run_for", 3*time.Second),
+		failAfter:      durationParam(p, "fail_after", time.Second),
+		attemptTimeout: durationParam(p, "attempt_timeout", time.Second),
+	}
+	if fp.failAfter >= fp.duration {
+		return fp, fmt.Errorf("failover: fail_after %v must be shorter than run_for %v", fp.failAfter, fp.duration)
+	}
+	return fp, nil
+}
+
+// startFailoverProbe starts `agent failover` in client toward target and
+// waits for its first line, which names the site that answered first. The
+// caller stops the probe.
+func startFailoverProbe(ctx context.Context, client testbed.Site, target testbed.Target, fp failoverParams) (testbed.Process, *testbed.SyncBuffer, agent.FailoverSwitch, error) {
+	var first agent.FailoverSwitch
+	out := &testbed.SyncBuffer{}
+	cmd := agent.Command("agent-failover", "failover", "--target", target.String(), "--duration", fp.duration.String(),
+		"--interval", fp.interval.String(), "--attempt-timeout", fp.attemptTimeout.String())
+	cmd.Stdout = out
+	probe, err := client.Exec(ctx, cmd)
+	if err != nil {
+		return nil, nil, first, fmt.Errorf("failover: probe: %w", err)
+	}
+	if err := waitLine(ctx, probe, out, fp.duration); err != nil {
+		probe.Stop(time.Second)
+		return nil, nil, first, fmt.Errorf("failover: no answer through %s: %w", target, err)
+	}
+	line, _, _ := strings.Cut(out.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &first); err != nil || first.AtNS == 0 || first.Site == "" {
+		probe.Stop(time.Second)
+		return nil, nil, first, fmt.Errorf("failover: probe said %q", line)
+	}
+	return probe, out, first, nil
+}
+
+// sleepUntil waits until t, or until ctx is done.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	select {
+	case <-time.After(time.Until(t)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// failoverRunOf waits for the probe to end and reads its last line, the
+// run's attempts.
+func failoverRunOf(ctx context.Context, probe testbed.Process, out *testbed.SyncBuffer) (agent.FailoverRun, error) {
+	var run agent.FailoverRun
+	select {
+	case <-probe.Done():
+	case <-ctx.Done():
+		return run, ctx.Err()
+	}
+	if err := lastJSONLine(out.String(), &run); err != nil {
+		return run, fmt.Errorf("failover: %w: %v: %s", err, probe.Wait(), probe.Tail())
+	}
+	return run, nil
 }

@@ -2,13 +2,10 @@ package workload
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/spanperf/spanperf/internal/agent"
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/testbed"
 )
@@ -86,12 +83,9 @@ func failoverServed(ctx context.Context, env ControlEnv) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	interval := durationParam(env.Params, "interval", time.Millisecond)
-	duration := durationParam(env.Params, "run_for", 3*time.Second)
-	failAfter := durationParam(env.Params, "fail_after", time.Second)
-	attemptTimeout := durationParam(env.Params, "attempt_timeout", time.Second)
-	if failAfter >= duration {
-		return nil, fmt.Errorf("failover: fail_after %v must be shorter than run_for %v", failAfter, duration)
+	fp, err := failoverParamsOf(env.Params)
+	if err != nil {
+		return nil, err
 	}
 	port := controlPort()
 	sv, err := env.Serve(ctx, env.Client, servers, port)
@@ -109,27 +103,16 @@ func failoverServed(ctx context.Context, env ControlEnv) (*Result, error) {
 		}
 	}()
 	target := sv.Target(env.Client)
-	out := &testbed.SyncBuffer{}
-	cmd := agent.Command("agent-failover", "failover", "--target", target.String(), "--duration", duration.String(),
-		"--interval", interval.String(), "--attempt-timeout", attemptTimeout.String())
-	cmd.Stdout = out
-	probe, err := env.Client.Exec(ctx, cmd)
+	probe, out, first, err := startFailoverProbe(ctx, env.Client, target, fp)
 	if err != nil {
-		return nil, fmt.Errorf("failover: probe: %w", err)
+		return nil, err
 	}
 	defer probe.Stop(time.Second)
-	if err := waitLine(ctx, probe, out, duration); err != nil {
-		return nil, fmt.Errorf("failover: no answer through %s: %w", target, err)
+	if first.Site != servers[0].Name() && first.Site != servers[1].Name() {
+		return nil, fmt.Errorf("failover: probe's first answer came from %q, not a server site", first.Site)
 	}
-	var first agent.FailoverSwitch
-	line, _, _ := strings.Cut(out.String(), "\n")
-	if err := json.Unmarshal([]byte(line), &first); err != nil || first.AtNS == 0 || (first.Site != servers[0].Name() && first.Site != servers[1].Name()) {
-		return nil, fmt.Errorf("failover: probe said %q", line)
-	}
-	select {
-	case <-time.After(time.Until(time.Unix(0, first.AtNS).Add(failAfter))):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := sleepUntil(ctx, time.Unix(0, first.AtNS).Add(fp.failAfter)); err != nil {
+		return nil, err
 	}
 	inUse := siteInUse(out.String(), first)
 	var failed testbed.Site
@@ -142,14 +125,9 @@ func failoverServed(ctx context.Context, env ControlEnv) (*Result, error) {
 	if err := sv.Fail(ctx, failed); err != nil {
 		return nil, fmt.Errorf("failover: %w", err)
 	}
-	select {
-	case <-probe.Done():
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	var run agent.FailoverRun
-	if err := lastJSONLine(out.String(), &run); err != nil {
-		return nil, fmt.Errorf("failover: %w: %v: %s", err, probe.Wait(), probe.Tail())
+	run, err := failoverRunOf(ctx, probe, out)
+	if err != nil {
+		return nil, err
 	}
 	var seen map[string]time.Time
 	if sv.Checkpoints != nil {
