@@ -196,6 +196,10 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			return ks.run(ctx, o, t, run)
 		}
 	}
+	// What the group's trials share (a broker) stops before the cgroups,
+	// the link and the testbed go.
+	shared := workload.NewShared()
+	defer func() { err = errors.Join(err, shared.Close()) }()
 	for _, t := range todo {
 		client, server, target := EndpointsAt(tb, link, agent.DefaultPort, t.Point.Params)
 		fanIn := fanInAt(tb, link, agent.DefaultPort, t.Point.Params)
@@ -208,7 +212,7 @@ func runGroup(ctx context.Context, o Options, g Group, todo []Trial, p *progress
 			rec = runControl(ctx, o, t, tb, link, cr, client, server)
 		} else {
 			rec = size(o, t, func(measure workload.MeasureFunc) results.Record {
-				return runTrial(ctx, o, t, tb.Ledger(), measure, link, np, ma, client, server, target, fanIn)
+				return runTrial(ctx, o, t, tb.Ledger(), shared, measure, link, np, ma, client, server, target, fanIn)
 			})
 		}
 		if ctx.Err() != nil {
@@ -321,7 +325,7 @@ const trialSlack = 30 * time.Second
 //
 // On Kubernetes sites, np (nil without probe: node) runs the node probes
 // over the window; else ma (nil with prometheus:) reads the metrics API.
-func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, ma *metricsAPI, client, server testbed.Site, target testbed.Target, fanIn []workload.FanInClient) results.Record {
+func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, shared *workload.Shared, measure workload.MeasureFunc, link *datapath.Link, np *nodeProbes, ma *metricsAPI, client, server testbed.Site, target testbed.Target, fanIn []workload.FanInClient) results.Record {
 	rec := newRecord(o, t, time.Now())
 	rec.Components = link.Components
 	defer func() { rec.End = time.Now() }()
@@ -337,6 +341,7 @@ func runTrial(ctx context.Context, o Options, t Trial, ledger *testbed.Ledger, m
 		Params:   t.Point.Params,
 		Duration: s.Duration, Warmup: s.Warmup,
 		MkdirTemp: ledger.MkdirTemp,
+		Shared:    shared,
 	}
 	w := winfo.New()
 	if _, ok := w.(workload.FanInRunner); len(fanIn) > 1 && !ok {

@@ -46,6 +46,10 @@ type Env struct {
 	// ([a-z0-9-]) names what it holds. Run removes it when done. nil means
 	// os.MkdirTemp in the system's temp dir, unrecorded.
 	MkdirTemp func(kind string) (string, error)
+	// Shared, when not nil, holds what the trials of the group share (a
+	// broker that boots for seconds); the runner closes it when the group
+	// ends. nil: the trial starts and stops everything itself.
+	Shared *Shared
 }
 
 // FanInClient is one client site of a fan-in trial and what it dials.
