@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -510,7 +511,7 @@ func ServeMessagingResponder(ctx context.Context, s MessagingResponderSpec, stdo
 	errc := make(chan error, s.Consumers)
 	var closers []func()
 	defer func() {
-		for _, c := range closers {
+		for _, c := range slices.Backward(closers) {
 			c()
 		}
 	}()
@@ -546,6 +547,10 @@ func ServeMessagingResponder(ctx context.Context, s MessagingResponderSpec, stdo
 			if err := declareRequests(ch, s.Durable); err != nil {
 				return err
 			}
+			// A group's trials share the broker: a durable queue left
+			// behind would clash with the next trial's declaration (and
+			// hand it stale requests), so the responder removes it.
+			closers = append(closers, func() { ch.QueueDelete(RequestQueue, false, false, false) })
 			if err := ch.Qos(s.InFlight, 0, false); err != nil {
 				return err
 			}

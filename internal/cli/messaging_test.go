@@ -56,6 +56,54 @@ func TestMessagingKillThenClean(t *testing.T) {
 	}
 }
 
+// TestMessagingBrokerPerGroup: the trials of one (repetition, datapath)
+// group share one broker, started by the first: every record of a group
+// has the same broker_start_s, and a repetition (a new group) starts
+// another. A durable trial's queue does not clash with the non-durable
+// one after it on the same broker, and the run leaves no broker behind.
+func TestMessagingBrokerPerGroup(t *testing.T) {
+	requireRoot(t)
+	if err := workload.CheckBroker(workload.BrokerRabbitMQ); err != nil {
+		t.Skip(err)
+	}
+	recs, _ := runWAN(t, `name: broker-per-group
+datapaths: [native]
+workloads:
+  - type: messaging
+    rate: 200
+    durable: true
+  - type: messaging
+    rate: 100
+repetitions: 2
+duration: 1s
+warmup: 300ms
+`)
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4 (2 trials × 2 repetitions)", len(recs))
+	}
+	starts := map[int]map[float64]bool{}
+	for _, r := range recs {
+		if r.Metrics[workload.MetricMessagesPerS] <= 0 {
+			t.Errorf("trial %d %v: no messages: %v", r.Trial, r.Params, r.Metrics)
+		}
+		if starts[r.Rep] == nil {
+			starts[r.Rep] = map[float64]bool{}
+		}
+		starts[r.Rep][r.Metrics[workload.MetricBrokerStartS]] = true
+	}
+	if len(starts) != 2 || len(starts[0]) != 1 || len(starts[1]) != 1 {
+		t.Fatalf("broker_start_s by repetition %v: want one broker per repetition", starts)
+	}
+	for s0 := range starts[0] {
+		if starts[1][s0] {
+			t.Errorf("both repetitions report broker_start_s %v: one broker for both groups?", s0)
+		}
+	}
+	if left := rabbitmqRunning(); len(left) > 0 {
+		t.Errorf("broker processes left: %v", left)
+	}
+}
+
 // rabbitmqRunning lists the PIDs of the user rabbitmq's processes that
 // are not zombies (PID 1 reaps late here).
 func rabbitmqRunning() []string {

@@ -67,6 +67,14 @@ type BrokerSpec struct {
 	MkdirTemp func(kind string) (string, error)
 }
 
+// sameBroker reports whether a broker started from s serves a trial that
+// asks for o: same kind, port and extra config, and every plugin o wants
+// enabled (the directory is the broker's own either way).
+func (s BrokerSpec) sameBroker(o BrokerSpec) bool {
+	return s.Kind == o.Kind && s.Port == o.Port && s.ExtraConfig == o.ExtraConfig &&
+		!slices.ContainsFunc(o.Plugins, func(p string) bool { return !slices.Contains(s.Plugins, p) })
+}
+
 // Validate reports a spec StartBroker cannot start.
 func (s BrokerSpec) Validate() error {
 	switch {

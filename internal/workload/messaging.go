@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"sync"
@@ -24,7 +25,9 @@ const (
 	// MetricMessagesPerS is twice the answered requests per second: each
 	// request and its reply is one message transfer through the broker.
 	MetricMessagesPerS = agent.MetricMessagesPerS
-	// MetricBrokerStartS is how long the broker took to start, in seconds.
+	// MetricBrokerStartS is how long the broker took to start, in
+	// seconds: the group's broker, started by its first messaging trial,
+	// so every trial of a group has the same figure.
 	MetricBrokerStartS = "broker_start_s"
 )
 
@@ -49,7 +52,7 @@ func MessagingInfo() Info {
 			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart",
 		Params: []scenario.Field{
 			{Name: "broker", Kind: scenario.KindString, Enum: []string{BrokerRabbitMQ, BrokerNATS}, Default: BrokerRabbitMQ,
-				Doc: "rabbitmq (Debian's rabbitmq-server, its own node, epmd and directory per trial) or nats (Debian's nats-server)"},
+				Doc: "rabbitmq (Debian's rabbitmq-server, its own node, epmd and directory, one per (repetition, datapath) group) or nats (Debian's nats-server)"},
 			{Name: "protocol", Kind: scenario.KindString, Enum: []string{agent.ProtocolAMQP091, agent.ProtocolNATS},
 				Doc: "amqp091 (rabbitmq; github.com/rabbitmq/amqp091-go) or nats (nats; github.com/nats-io/nats.go); unset: the broker's own"},
 			{Name: "pattern", Kind: scenario.KindString, Enum: []string{PatternRequestResponse}, Default: PatternRequestResponse,
@@ -124,9 +127,11 @@ func (Messaging) Check(context.Context) error {
 	return errors.Join(CheckBroker(BrokerRabbitMQ), CheckBroker(BrokerNATS))
 }
 
-// Run implements Workload: it starts the broker in env.Server on env.Port
-// (its directory from env.MkdirTemp), the responder beside it, then the
-// client in env.Client through the datapath, and stops them all.
+// Run implements Workload: it gets the group's broker in env.Server on
+// env.Port (started by the group's first messaging trial, its directory
+// from env.MkdirTemp; without env.Shared, the trial's own), starts the
+// responder beside it, then the client in env.Client through the
+// datapath, and stops what it started.
 func (w Messaging) Run(ctx context.Context, env Env) (*Result, error) {
 	p := env.Params
 	if err := checkMessagingParams(p); err != nil {
@@ -144,11 +149,11 @@ func (w Messaging) Run(ctx context.Context, env Env) (*Result, error) {
 	inFlight := strconv.FormatInt(intParam(p, "in_flight", 1), 10)
 	durable, _ := p["durable"].(bool)
 
-	b, err := StartBroker(ctx, env.Server, BrokerSpec{Kind: kind, Port: env.Port, MkdirTemp: env.MkdirTemp})
+	b, done, err := groupBroker(ctx, env, BrokerSpec{Kind: kind, Port: env.Port, MkdirTemp: env.MkdirTemp})
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
 	}
-	defer b.Close()
+	defer done()
 	respArgs := []string{"messaging-respond", "--protocol", proto, "--target", "127.0.0.1:" + strconv.Itoa(env.Port),
 		"--consumers", conns, "--in-flight", inFlight}
 	if durable {
@@ -194,6 +199,50 @@ func (w Messaging) Run(ctx context.Context, env Env) (*Result, error) {
 		m[results.For(results.CPUCores, "messaging-responder@"+site)] = s / env.Duration.Seconds()
 	}
 	return res, nil
+}
+
+// groupBroker returns the broker spec names in env.Server: the one the
+// group's trials share (env.Shared), started by the first that asks, or
+// without env.Shared one of the trial's own. The port holds one broker:
+// a trial that wants another (RabbitMQ after NATS) stops the kept one
+// first. done ends the trial's use: it stops a broker of the trial's
+// own, and drops a shared one that died during the trial so the next
+// trial starts another. A shared broker found dead is an error quoting
+// its log, and is dropped.
+func groupBroker(ctx context.Context, env Env, spec BrokerSpec) (b *Broker, done func(), err error) {
+	key := fmt.Sprintf("broker@%s:%d", env.Server.Name(), spec.Port)
+	start := func() (io.Closer, error) { return StartBroker(ctx, env.Server, spec) }
+	v, owned, err := env.Shared.Get(key, start)
+	if err == nil && !owned && !v.(*Broker).spec.sameBroker(spec) {
+		if err = env.Shared.Drop(key); err == nil {
+			v, owned, err = env.Shared.Get(key, start)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	b = v.(*Broker)
+	if owned {
+		return b, func() { b.Close() }, nil
+	}
+	dead := func() bool {
+		select {
+		case <-b.Process().Done():
+			return true
+		default:
+			return false
+		}
+	}
+	if dead() {
+		env.Shared.Drop(key)
+		return nil, nil, fmt.Errorf("the group's %s broker in %s exited after an earlier trial: %v: %s",
+			spec.Kind, env.Server.Name(), b.Process().Wait(), BrokerLogError(spec.Kind, b.Log()))
+	}
+	return b, func() {
+		if dead() {
+			env.Shared.Drop(key)
+		}
+	}, nil
 }
 
 // maxRSS samples a broker's RSS every 200 ms over a trial's window.
