@@ -83,14 +83,17 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		}
 		runs = append(runs, run)
 	}
-	if opts.Baseline == "" {
-		// The first run's scenario names its baseline; every format uses it.
-		var sc struct {
-			Baseline string `json:"baseline"`
-		}
-		if json.Unmarshal(runs[0].Manifest.Scenario, &sc) == nil {
+	// The first run's scenario names its baseline (every format uses it)
+	// and the metrics its tables show (summary_metrics).
+	var sc struct {
+		Baseline string   `json:"baseline"`
+		Metrics  []string `json:"summary_metrics"`
+	}
+	if json.Unmarshal(runs[0].Manifest.Scenario, &sc) == nil {
+		if opts.Baseline == "" {
 			opts.Baseline = sc.Baseline
 		}
+		opts.Metrics = sc.Metrics
 	}
 	var buf bytes.Buffer
 	if err := render(&buf, runs, opts); err != nil {

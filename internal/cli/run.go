@@ -104,7 +104,7 @@ func printSummary(stdout, stderr io.Writer, dir string, s *scenario.Scenario) in
 	}
 	scenarioOrder(recs, s)
 	fmt.Fprintf(stdout, "\n%s: %d trials, records in %s\n\n", s.Name, len(recs), dir)
-	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s)}); err != nil {
+	if err := report.Summary(stdout, recs, report.SummaryOptions{Baseline: s.Baseline, Datapaths: labels(s), Metrics: s.SummaryMetrics}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

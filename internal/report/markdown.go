@@ -55,7 +55,7 @@ func Markdown(w io.Writer, runs []Run, opts Options) error {
 				}
 			}
 		}
-		metrics[wi] = metricsFor(wl, wrecs)
+		metrics[wi] = chosenMetrics(opts.Metrics, wl, wrecs)
 		for ri := range runs {
 			t := table{workload: wl, metrics: metrics[wi]}
 			for _, p := range l.params[wl] {

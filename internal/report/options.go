@@ -28,6 +28,11 @@ type Options struct {
 	Reference []ReferenceRow
 	// Title heads the report. Empty means "spanperf report".
 	Title string
+	// Metrics, when set, are the metrics the Markdown tables show for
+	// every workload whose records carry some of them, instead of its
+	// headline metrics (`spanperf report` fills it with the first run's
+	// scenario key summary_metrics).
+	Metrics []string
 }
 
 // Normalize fills in defaults: the title.

@@ -30,6 +30,10 @@ type SummaryOptions struct {
 	// not listed follow, in order of first appearance. Empty means order of
 	// first appearance.
 	Datapaths []string
+	// Metrics, when set, are the metrics shown for every workload whose
+	// records carry some of them (those, in this order), instead of its
+	// headline metrics (scenario key summary_metrics).
+	Metrics []string
 }
 
 // fallbackMetrics are the headline candidates for a workload without a fixed
@@ -120,7 +124,7 @@ func Summary(w io.Writer, recs []results.Record, opts SummaryOptions) error {
 	}
 	recs = withOverBaseline(recs, baseline)
 
-	tables := buildTables(recs, datapaths, baseline)
+	tables := buildTables(recs, datapaths, baseline, opts.Metrics)
 	notes := assignMarkers(tables)
 	compare := len(datapaths) > 1
 
@@ -204,7 +208,7 @@ type cell struct {
 	kinds []string
 }
 
-func buildTables(recs []results.Record, datapaths []string, baseline string) []table {
+func buildTables(recs []results.Record, datapaths []string, baseline string, metrics []string) []table {
 	var tables []table
 	byWorkload := map[string][]results.Record{}
 	for _, r := range recs {
@@ -216,7 +220,7 @@ func buildTables(recs []results.Record, datapaths []string, baseline string) []t
 	for i := range tables {
 		t := &tables[i]
 		wrecs := byWorkload[t.workload]
-		t.metrics = metricsFor(t.workload, wrecs)
+		t.metrics = chosenMetrics(metrics, t.workload, wrecs)
 
 		var keys []string
 		byKey := map[string][]results.Record{}
@@ -291,6 +295,15 @@ func metricsFor(workload string, recs []results.Record) []string {
 	}
 	ms := append(present(fallbackMetrics, recs), present(ControlPlaneMetrics, recs)...)
 	return append(ms, present(fallbackCostMetrics, recs)...)
+}
+
+// chosenMetrics returns the metrics of chosen that recs carry, or the
+// workload's headline metrics when there are none (or none chosen).
+func chosenMetrics(chosen []string, workload string, recs []results.Record) []string {
+	if ms := present(chosen, recs); len(ms) > 0 {
+		return ms
+	}
+	return metricsFor(workload, recs)
 }
 
 // present returns the metrics of names that some record of recs carries.

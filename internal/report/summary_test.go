@@ -251,3 +251,31 @@ func TestSummaryBaselineBesideLimits(t *testing.T) {
 		t.Errorf("the baseline's unlimited point has a group of its own:\n%s", out)
 	}
 }
+
+// SummaryOptions.Metrics replaces the headline metrics of the workloads
+// whose records carry them (in its order), and leaves the others' alone.
+func TestSummaryChosenMetrics(t *testing.T) {
+	recs := testRecords()
+	for i := range recs {
+		if recs[i].Workload == "rr" && recs[i].Metrics != nil {
+			recs[i].Metrics[results.LatencyP90] = 2 * recs[i].Metrics[results.LatencyP50]
+		}
+	}
+	var buf bytes.Buffer
+	if err := Summary(&buf, recs, SummaryOptions{Baseline: "native", Metrics: []string{results.LatencyP99, results.LatencyP90, "latency_p999_s"}}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"params datapath latency_p99_s Δ latency_p90_s Δ",
+		"concurrency=1 native 51.1 µs [50.2, 52.0]* 60.2 µs [59.6, 60.6]*",
+		"params datapath throughput_bps Δ",
+	} {
+		if !hasRow(out, want) {
+			t.Errorf("no row %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "transactions_per_s") || strings.Contains(out, "latency_p999_s") {
+		t.Errorf("rr's headline or an absent metric shown:\n%s", out)
+	}
+}

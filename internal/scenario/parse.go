@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,11 +16,15 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// metricName is the form of a metric's name: latency_p90_s,
+// cpu_cores{relay@b}.
+var metricName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\{[^{}\s]+\})?$`)
+
 // topKeys are the keys a scenario file accepts at the top level.
 func topKeys() []string {
 	return []string{"name", "sites", "wan", "topology", "baseline", "datapaths", "workloads",
 		"repetitions", "duration", "warmup", "seed", "limits", "energy", "probe_interval",
-		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node", "sizing_cells"}
+		"image", "server_image", "probe", "prometheus", "allow_patch", "share_node", "sizing_cells", "summary_metrics"}
 }
 
 // Load reads the scenario file at path and parses it with Parse.
@@ -264,6 +269,22 @@ func (p *parser) scenario(data []byte) *Scenario {
 					s.SizingCells = c
 				} else {
 					p.errorf(v, kp, "%q: want one of %s", c, strings.Join(SizingCellsValues, ", "))
+				}
+			}
+		case "summary_metrics":
+			items := p.list(v, kp)
+			for j, e := range items {
+				ek := elemKey(kp, j, len(items))
+				p.lines[ek] = e.Line
+				if x, ok := p.value(KindString, e, ek); ok {
+					switch m := x.(string); {
+					case !metricName.MatchString(m):
+						p.errorf(e, ek, "%q is not a metric name (lowercase words joined by _, as latency_p90_s, optionally {COMPONENT})", m)
+					case slices.Contains(s.SummaryMetrics, m):
+						p.errorf(e, ek, "duplicate metric %q", m)
+					default:
+						s.SummaryMetrics = append(s.SummaryMetrics, m)
+					}
 				}
 			}
 		case "energy":

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,33 @@ limits: {relay: {cpu: [0.5, 1], workloads: [rr]}}
 	_, err = Parse("test.yaml", []byte(bad), componentCatalog{})
 	if err == nil || !strings.Contains(err.Error(), `test.yaml:5: limits.relay.workloads[1]: "http" is not a workload of the scenario (rr, stream)`) {
 		t.Errorf("http: err %v", err)
+	}
+}
+
+// summary_metrics lists metric names for the summary; a name of the wrong
+// form or a duplicate is an error naming the file, line and element.
+func TestParseSummaryMetrics(t *testing.T) {
+	const head = "datapaths: [native]\nworkloads: [{type: rr}]\n"
+	for _, tc := range []struct {
+		src  string
+		want []string
+		err  string
+	}{
+		{head + "summary_metrics: [latency_p50_s, latency_p90_s, 'cpu_cores{relay@b}']\n", []string{"latency_p50_s", "latency_p90_s", "cpu_cores{relay@b}"}, ""},
+		{head + "summary_metrics: latency_p999_s\n", []string{"latency_p999_s"}, ""},
+		{head + "summary_metrics:\n  - latency_p50_s\n  - Latency P90\n", nil, `s.yaml:5: summary_metrics[1]: "Latency P90" is not a metric name`},
+		{head + "summary_metrics: [latency_p50_s, latency_p50_s]\n", nil, `s.yaml:3: summary_metrics[1]: duplicate metric "latency_p50_s"`},
+	} {
+		s, err := Parse("s.yaml", []byte(tc.src), fakeCatalog{})
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: err %v, want %q", tc.src, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.src, err)
+		case !slices.Equal(s.SummaryMetrics, tc.want):
+			t.Errorf("%q: summary_metrics %q, want %q", tc.src, s.SummaryMetrics, tc.want)
+		}
 	}
 }

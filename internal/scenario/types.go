@@ -341,6 +341,12 @@ type Scenario struct {
 	// (latency p50 / p99, the default when empty) or "mean-max" (average /
 	// maximum, as the Skupper sizing guide's h2load tables).
 	SizingCells string `json:"sizing_cells,omitempty"`
+	// SummaryMetrics, when set, are the metrics the summary (and the
+	// Markdown report) shows for every workload whose records carry
+	// them, in this order, instead of each workload's headline metrics:
+	// latency_p50_s, latency_p90_s, latency_p99_s, latency_p999_s for a
+	// percentile table.
+	SummaryMetrics []string `json:"summary_metrics,omitempty"`
 }
 
 // SizingCellsValues are the values sizing_cells accepts.
