@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 want=(iproute2 ca-certificates procps python3
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+  libnss3-tools openssl # the libreswan path's NSS databases (libreswan itself conflicts with strongSwan: not installed)
   haproxy openvswitch-switch socat ethtool
   iperf3 sockperf wrk nginx nghttp2-client postgresql # the standard-tool workloads
   rabbitmq-server nats-server # the messaging workload's brokers

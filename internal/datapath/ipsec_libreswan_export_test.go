@@ -1,7 +1,11 @@
 package datapath
 
 import (
+	"context"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 )
 
 // LibreswanSiteForTest is one site as LibreswanFilesForTest takes it.
@@ -31,4 +35,34 @@ func KernelESPForTest() error {
 		return err
 	}
 	return refused
+}
+
+// LibreswanNSSForTest issues the run's CA and a certificate for each of
+// sites under root, as Setup does with auth cert, then makes site me's
+// directory root/<me> and its NSS database in root/<me>/nss, as Setup
+// does (cert: with the CA and me's certificate and key).
+func LibreswanNSSForTest(ctx context.Context, root string, sites []string, me string, cert bool) error {
+	t := &libreswanTools{}
+	for _, p := range []struct {
+		dst  *string
+		name string
+	}{{&t.certutil, "certutil"}, {&t.pk12util, "pk12util"}, {&t.openssl, "openssl"}} {
+		path, err := exec.LookPath(p.name)
+		if err != nil {
+			return err
+		}
+		*p.dst = path
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return err
+	}
+	l := &ipsecLink{p: &IPsec{}, root: root}
+	if err := l.issueNames(sites); err != nil {
+		return err
+	}
+	f := libreswanFiles{dir: filepath.Join(root, me)}
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return err
+	}
+	return libreswanNSS(ctx, t, f, me, cert, l.creds[me])
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,12 +55,12 @@ func (p *IPsec) validateLibreswan() error {
 // libreswanTools.
 type libreswanTools struct {
 	pluto, addconn, whack string
-	certutil, pk12util    string // auth cert: NSS tools
-	openssl               string // auth cert: makes each site's PKCS#12
+	certutil              string // makes each site's NSS database (pluto needs one even with auth psk)
+	pk12util, openssl     string // auth cert: make and import each site's PKCS#12
 }
 
 // libreswanTools is the libreswan preflight: pluto, addconn and whack,
-// the NSS tools and openssl with auth cert, and kernel ESP (libreswan has
+// certutil, pk12util and openssl with auth cert, and kernel ESP (libreswan has
 // no userspace ESP), tried by adding an ESP xfrm state in a scratch
 // namespace. It refuses with every reason it finds, before anything is
 // built.
@@ -84,17 +85,25 @@ func (p *IPsec) libreswanTools() (*libreswanTools, error) {
 			}
 		}
 	}
+	progs := []struct {
+		dst       *string
+		name, pkg string
+	}{{&t.certutil, "certutil", "libnss3-tools"}}
 	if p.Auth == "cert" {
-		for _, prog := range []struct {
+		progs = append(progs, struct {
 			dst       *string
 			name, pkg string
-		}{{&t.certutil, "certutil", "libnss3-tools"}, {&t.pk12util, "pk12util", "libnss3-tools"}, {&t.openssl, "openssl", "openssl"}} {
-			path, err := exec.LookPath(prog.name)
-			if err != nil {
-				reasons = append(reasons, fmt.Sprintf("auth cert needs %s (Debian package %s)", prog.name, prog.pkg))
-			}
-			*prog.dst = path
+		}{&t.pk12util, "pk12util", "libnss3-tools"}, struct {
+			dst       *string
+			name, pkg string
+		}{&t.openssl, "openssl", "openssl"})
+	}
+	for _, prog := range progs {
+		path, err := exec.LookPath(prog.name)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("no %s (Debian package %s)", prog.name, prog.pkg))
 		}
+		*prog.dst = path
 	}
 	refused, err := kernelESP()
 	if err != nil {
@@ -318,8 +327,11 @@ func (p *IPsec) setupLibreswan(ctx context.Context, ltb *netns.Testbed) (_ *Link
 			return nil, err
 		}
 	}
-	for _, s := range l.sites {
-		if out, err := l.run(ctx, l.tools.addconn, "--config", s.files.confFile(), "--ctlsocket", s.files.ctlSocket(), "--autoall"); err != nil {
+	// Last site first: a site starts its conns to the higher sites only,
+	// and those then already answer (tried by hand: a conn loaded after
+	// its peer's IKE_SA_INIT drops that IKE SA and the initiator retries).
+	for _, s := range slices.Backward(l.sites) {
+		if out, err := libreswanRun(ctx, l.tools.addconn, "--config", s.files.confFile(), "--ctlsocket", s.files.ctlSocket(), "--autoall"); err != nil {
 			return nil, fmt.Errorf("ipsec: load conns on site %s: %w\n%s%s", s.site.Name(), err, out, tail(s.daemon.Process))
 		}
 	}
@@ -356,43 +368,43 @@ func (l *libreswanLink) prepare(ctx context.Context, s *libreswanSite, cred ipse
 			return fmt.Errorf("ipsec: site %s: %w", s.site.Name(), err)
 		}
 	}
-	if l.p.Auth == "cert" {
-		if err := l.nssImport(ctx, s, cred); err != nil {
-			return err
-		}
+	if err := libreswanNSS(ctx, l.tools, f, s.site.Name(), l.p.Auth == "cert", cred); err != nil {
+		return fmt.Errorf("ipsec: site %s: %w", s.site.Name(), err)
 	}
 	return (&ipsecLink{p: l.p}).innerAddr(s.site, s.index, true)
 }
 
-// nssImport makes site s's NSS database (what `ipsec initnss --nssdir`
-// makes: an sql database with an empty password), imports the CA as a
-// trusted issuer and the site's certificate and key through a PKCS#12
-// file under a random password, then removes the PKCS#12 file.
-func (l *libreswanLink) nssImport(ctx context.Context, s *libreswanSite, cred ipsecCred) error {
-	f := s.files
+// libreswanNSS makes a site's NSS database in f.nssDir(), what `ipsec
+// initnss --nssdir` makes (an sql database with an empty password; pluto
+// refuses to start without one, even with auth psk). With cert it imports
+// the CA as a trusted issuer and the site's certificate and key, through a
+// PKCS#12 file under a random password that it then removes.
+func libreswanNSS(ctx context.Context, t *libreswanTools, f libreswanFiles, site string, cert bool, cred ipsecCred) error {
 	db := "sql:" + f.nssDir()
-	pw := make([]byte, 16)
-	if _, err := rand.Read(pw); err != nil {
-		return fmt.Errorf("ipsec: site %s: %w", s.site.Name(), err)
-	}
-	pwFile := filepath.Join(f.dir, "p12.pass")
-	p12 := filepath.Join(f.dir, s.site.Name()+".p12")
-	if err := os.WriteFile(pwFile, []byte(hex.EncodeToString(pw)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("ipsec: site %s: %w", s.site.Name(), err)
-	}
-	defer os.Remove(p12)
-	defer os.Remove(pwFile)
 	if err := os.Mkdir(f.nssDir(), 0o700); err != nil {
-		return fmt.Errorf("ipsec: site %s: %w", s.site.Name(), err)
+		return fmt.Errorf("nss database: %w", err)
 	}
-	for _, c := range [][]string{
-		{l.tools.certutil, "-N", "-d", db, "--empty-password"},
-		{l.tools.certutil, "-A", "-d", db, "-n", libreswanCANick, "-t", "CT,,", "-a", "-i", cred.ca},
-		{l.tools.openssl, "pkcs12", "-export", "-in", cred.cert, "-inkey", cred.key, "-name", libreswanNick(s.site.Name()), "-out", p12, "-passout", "file:" + pwFile},
-		{l.tools.pk12util, "-i", p12, "-d", db, "-w", pwFile},
-	} {
-		if out, err := l.run(ctx, c[0], c[1:]...); err != nil {
-			return fmt.Errorf("ipsec: site %s: nss database: %s: %w\n%s", s.site.Name(), filepath.Base(c[0]), err, out)
+	cmds := [][]string{{t.certutil, "-N", "-d", db, "--empty-password"}}
+	if cert {
+		pw := make([]byte, 16)
+		if _, err := rand.Read(pw); err != nil {
+			return fmt.Errorf("nss database: %w", err)
+		}
+		pwFile := filepath.Join(f.dir, "p12.pass")
+		p12 := filepath.Join(f.dir, site+".p12")
+		if err := os.WriteFile(pwFile, []byte(hex.EncodeToString(pw)+"\n"), 0o600); err != nil {
+			return fmt.Errorf("nss database: %w", err)
+		}
+		defer os.Remove(p12)
+		defer os.Remove(pwFile)
+		cmds = append(cmds,
+			[]string{t.certutil, "-A", "-d", db, "-n", libreswanCANick, "-t", "CT,,", "-a", "-i", cred.ca},
+			[]string{t.openssl, "pkcs12", "-export", "-in", cred.cert, "-inkey", cred.key, "-name", libreswanNick(site), "-out", p12, "-passout", "file:" + pwFile},
+			[]string{t.pk12util, "-i", p12, "-d", db, "-w", pwFile})
+	}
+	for _, c := range cmds {
+		if out, err := libreswanRun(ctx, c[0], c[1:]...); err != nil {
+			return fmt.Errorf("nss database: %s: %w\n%s", filepath.Base(c[0]), err, out)
 		}
 	}
 	return nil
@@ -432,7 +444,7 @@ func (l *libreswanLink) waitUp(ctx context.Context, a, b *libreswanSite, limit t
 	deadline := time.Now().Add(limit)
 	var last string
 	for {
-		out, err := l.run(ctx, l.tools.whack, "--ctlsocket", a.files.ctlSocket(), "--trafficstatus")
+		out, err := libreswanRun(ctx, l.tools.whack, "--ctlsocket", a.files.ctlSocket(), "--trafficstatus")
 		if err == nil && strings.Contains(out, want) {
 			return nil
 		}
@@ -448,8 +460,9 @@ func (l *libreswanLink) waitUp(ctx context.Context, a, b *libreswanSite, limit t
 	}
 }
 
-// run runs a libreswan, NSS or openssl tool and returns its last lines.
-func (l *libreswanLink) run(ctx context.Context, prog string, args ...string) (string, error) {
+// libreswanRun runs a libreswan, NSS or openssl tool and returns its last
+// lines.
+func libreswanRun(ctx context.Context, prog string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, prog, args...)

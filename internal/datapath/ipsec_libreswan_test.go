@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -327,4 +328,79 @@ func libreswanCheckGone(t *testing.T, tb *netns.Testbed, pids []int) {
 	if _, err := os.Stat(filepath.Join(tb.TempDir(), "ipsec")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ipsec files left in %s (%v)", tb.TempDir(), err)
 	}
+}
+
+// TestIPsecLibreswanNSS builds a site's NSS database with the real NSS
+// tools as Setup does: with auth cert it trusts the run's CA as an issuer
+// (CT,,), holds the site's certificate with its private key, and certutil
+// verifies that certificate against the CA; the PKCS#12 file and its
+// password are gone. With auth psk the database exists and holds nothing
+// (pluto refuses to start without one). Control: a certificate from the
+// other site's CA does not verify in a database that trusts another CA.
+func TestIPsecLibreswanNSS(t *testing.T) {
+	for _, tool := range []string{"certutil", "pk12util", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s (Debian packages libnss3-tools, openssl; scripts/deps.sh installs them)", tool)
+		}
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	if err := datapath.LibreswanNSSForTest(ctx, root, []string{"a", "b"}, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	db := "sql:" + filepath.Join(root, "a", "nss")
+	certutil := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("certutil", append(args, "-d", db)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("certutil %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	list := certutil("-L")
+	t.Logf("certutil -L:\n%s", list)
+	if !regexpLine(list, `^spanperf-ipsec-ca\s+CT,,\s*$`) || !regexpLine(list, `^a\s+u,u,u\s*$`) {
+		t.Errorf("want the CA trusted as an issuer (CT,,) and a's certificate with its key (u,u,u):\n%s", list)
+	}
+	if keys := certutil("-K"); !strings.Contains(keys, "ec ") || !strings.Contains(keys, " a") {
+		t.Errorf("want a's EC private key:\n%s", keys)
+	}
+	if v := certutil("-V", "-u", "C", "-n", "a"); !strings.Contains(v, "certificate is valid") {
+		t.Errorf("a's certificate does not verify against the CA:\n%s", v)
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "a", "*.p*"))
+	if len(left) != 0 {
+		t.Errorf("PKCS#12 file or password left: %v", left)
+	}
+
+	// PSK: an empty database.
+	if err := datapath.LibreswanNSSForTest(ctx, filepath.Join(root, "psk"), []string{"a", "b"}, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("certutil", "-L", "-d", "sql:"+filepath.Join(root, "psk", "a", "nss")).CombinedOutput()
+	if err != nil || regexpLine(string(out), `^a\s`) {
+		t.Errorf("psk: certutil -L: %v, want an empty database:\n%s", err, out)
+	}
+
+	// Control: b's certificate from another CA (the wrong-key hook) does
+	// not verify in a's database.
+	other := filepath.Join(root, "other")
+	if err := datapath.LibreswanNSSForTest(ctx, other, []string{"a", "b"}, "a", true); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(other, "pki", "b.crt")
+	if _, err := os.Stat(foreign); err != nil {
+		t.Fatal(err)
+	}
+	certutil("-A", "-n", "foreign-b", "-t", ",,", "-a", "-i", foreign)
+	if out, err := exec.Command("certutil", "-V", "-u", "C", "-n", "foreign-b", "-d", db).CombinedOutput(); err == nil && strings.Contains(string(out), "certificate is valid") {
+		t.Errorf("a certificate from another run's CA verifies:\n%s", out)
+	} else {
+		t.Logf("foreign certificate (expected to fail): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+}
+
+// regexpLine reports whether a line of s matches re.
+func regexpLine(s, re string) bool {
+	return regexp.MustCompile("(?m)" + re).MatchString(s)
 }
