@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
@@ -39,16 +40,34 @@ var libreswanDirs = []string{"/usr/libexec/ipsec", "/usr/lib/ipsec", "/usr/local
 // may be absent where strongSwan is installed.
 const libreswanPackage = "Debian package libreswan, which conflicts with strongSwan's strongswan-libcharon and strongswan-starter: a machine has one or the other"
 
-// validateLibreswan reports options libreswan never takes: spanperf's
-// libreswan path is IKEv2 tunnel mode over kernel ESP.
-func (p *IPsec) validateLibreswan() error {
+// combination reports the first rule the options break together, and
+// the key at fault: spanperf's libreswan path is IKEv2 tunnel mode over
+// kernel ESP, and strongSwan's kernel-libipsec carries tunnel mode only.
+func (p *IPsec) combination() (key string, err error) {
 	switch {
-	case p.Mode != "tunnel":
-		return fmt.Errorf("ipsec: implementation libreswan carries tunnel mode only (mode %q)", p.Mode)
-	case p.ESP == "libipsec":
-		return errors.New("ipsec: implementation libreswan has no userspace ESP: esp libipsec is strongSwan's (use esp: kernel or auto)")
+	case p.Implementation == IPsecLibreswan && p.Mode != "tunnel":
+		return "mode", fmt.Errorf("ipsec: implementation libreswan carries tunnel mode only (mode %q)", p.Mode)
+	case p.Implementation == IPsecLibreswan && p.ESP == "libipsec":
+		return "esp", errors.New("ipsec: implementation libreswan has no userspace ESP: esp libipsec is strongSwan's (use esp: kernel or auto)")
+	case p.Mode == "transport" && p.ESP == "libipsec":
+		return "mode", errors.New("ipsec: transport mode needs kernel ESP: kernel-libipsec carries tunnel mode only (use esp: kernel or auto)")
 	}
-	return nil
+	return "", nil
+}
+
+// ipsecCheckOptions checks at parse time that the ipsec options make
+// sense together, naming the key at fault (each value's own choices are
+// checked by the parser, from the fields' Enum).
+func ipsecCheckOptions(o map[string]any) error {
+	p, err := newIPsec(o)
+	if err == nil {
+		return nil
+	}
+	key, cerr := p.combination()
+	if cerr == nil {
+		return err
+	}
+	return &scenario.FieldError{Key: key, Msg: strings.TrimPrefix(cerr.Error(), "ipsec: ")}
 }
 
 // libreswanTools are the programs a libreswan Setup runs, as found by

@@ -20,6 +20,7 @@ import (
 	"github.com/spanperf/spanperf/internal/datapath"
 	"github.com/spanperf/spanperf/internal/datapath/datapathtest"
 	"github.com/spanperf/spanperf/internal/plugins"
+	"github.com/spanperf/spanperf/internal/scenario"
 	"github.com/spanperf/spanperf/internal/testbed/netns"
 )
 
@@ -80,6 +81,32 @@ func TestIPsecLibreswanOptions(t *testing.T) {
 	}
 	if len(info.Doctor) != 1 || info.Doctor[0]["implementation"] != "libreswan" {
 		t.Errorf("doctor option sets %v, want implementation libreswan", info.Doctor)
+	}
+}
+
+// TestIPsecLibreswanScenario: a scenario file's ipsec entry that breaks
+// a rule is refused at parse time naming file:line and the key.
+func TestIPsecLibreswanScenario(t *testing.T) {
+	for _, c := range []struct{ entry, want string }{
+		{"{name: ipsec, implementation: libreswan}", ""},
+		{"{name: ipsec, implementation: libreswan, auth: cert}", ""},
+		{"{name: ipsec, implementation: openswan}", `s.yaml:3: datapaths[0].implementation: must be one of strongswan, libreswan, got "openswan"`},
+		{"{name: ipsec, implementation: libreswan, mode: transport}", `s.yaml:3: datapaths[0].mode: implementation libreswan carries tunnel mode only`},
+		{"{name: ipsec, implementation: libreswan, esp: libipsec}", `s.yaml:3: datapaths[0].esp: implementation libreswan has no userspace ESP`},
+		{"{name: ipsec, mode: transport, esp: libipsec}", `s.yaml:3: datapaths[0].mode: transport mode needs kernel ESP`},
+	} {
+		src := "name: s\ndatapaths:\n  - " + c.entry + "\nworkloads:\n  - type: stream\n"
+		_, err := scenario.Parse("s.yaml", []byte(src), plugins.Catalog{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.entry, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want %q", c.entry, err, c.want)
+		}
+	}
+	gw := "name: s\ntopology: gateway\ndatapaths:\n  - {name: ipsec, implementation: libreswan}\nworkloads:\n  - type: stream\n"
+	if _, err := scenario.Parse("s.yaml", []byte(gw), plugins.Catalog{}); err == nil || !strings.Contains(err.Error(), "libreswan") {
+		t.Errorf("gateway topology with libreswan: %v, want a parse-time refusal", err)
 	}
 }
 

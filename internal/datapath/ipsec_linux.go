@@ -86,9 +86,10 @@ func IPsecInfo() Info {
 			{Name: "auth", Kind: scenario.KindString, Doc: "peer authentication: psk (a per-run pre-shared key) or cert (per-run CA, ECDSA P-256 certificates)", Default: "psk", Enum: ipsecAuth},
 			{Name: "implementation", Kind: scenario.KindString, Doc: "IKE daemon: strongswan (charon) or libreswan (pluto, Debian package libreswan; tunnel mode, needs kernel ESP)", Default: IPsecStrongSwan, Enum: ipsecImplementations},
 		},
-		Doctor:     []map[string]any{{"implementation": IPsecLibreswan}},
-		Components: ipsecComponents,
-		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
+		Doctor:       []map[string]any{{"implementation": IPsecLibreswan}},
+		Components:   ipsecComponents,
+		CheckOptions: ipsecCheckOptions,
+		New:          func(o map[string]any) (Datapath, error) { return newIPsec(o) },
 	}
 }
 
@@ -113,13 +114,8 @@ func (p *IPsec) Validate() error {
 			return fmt.Errorf("ipsec: %s %q (want one of %s)", c.name, c.v, strings.Join(c.ok, ", "))
 		}
 	}
-	if p.Implementation == IPsecLibreswan {
-		return p.validateLibreswan()
-	}
-	if p.Mode == "transport" && p.ESP == "libipsec" {
-		return errors.New("ipsec: transport mode needs kernel ESP: kernel-libipsec carries tunnel mode only (use esp: kernel or auto)")
-	}
-	return nil
+	_, err := p.combination()
+	return err
 }
 
 // CheckGateway accepts the gateway topology in tunnel mode, whose traffic
