@@ -74,6 +74,7 @@ func ipsecCheckOptions(o map[string]any) error {
 // libreswanTools.
 type libreswanTools struct {
 	pluto, addconn, whack string
+	ip                    string // runs addconn and whack in a site's namespace
 	certutil              string // makes each site's NSS database (pluto needs one even with auth psk)
 	pk12util, openssl     string // auth cert: make and import each site's PKCS#12
 }
@@ -107,7 +108,7 @@ func (p *IPsec) libreswanTools() (*libreswanTools, error) {
 	progs := []struct {
 		dst       *string
 		name, pkg string
-	}{{&t.certutil, "certutil", "libnss3-tools"}}
+	}{{&t.certutil, "certutil", "libnss3-tools"}, {&t.ip, "ip", "iproute2"}}
 	if p.Auth == "cert" {
 		progs = append(progs, struct {
 			dst       *string
@@ -350,7 +351,7 @@ func (p *IPsec) setupLibreswan(ctx context.Context, ltb *netns.Testbed) (_ *Link
 	// and those then already answer (tried by hand: a conn loaded after
 	// its peer's IKE_SA_INIT drops that IKE SA and the initiator retries).
 	for _, s := range slices.Backward(l.sites) {
-		if out, err := libreswanRun(ctx, l.tools.addconn, "--config", s.files.confFile(), "--ctlsocket", s.files.ctlSocket(), "--autoall"); err != nil {
+		if out, err := l.inSite(ctx, s, l.tools.addconn, "--config", s.files.confFile(), "--ctlsocket", s.files.ctlSocket(), "--autoall"); err != nil {
 			return nil, fmt.Errorf("ipsec: load conns on site %s: %w\n%s%s", s.site.Name(), err, out, tail(s.daemon.Process))
 		}
 	}
@@ -460,10 +461,11 @@ func (l *libreswanLink) start(ctx context.Context, s *libreswanSite) error {
 // (`whack --trafficstatus`), polling for at most limit.
 func (l *libreswanLink) waitUp(ctx context.Context, a, b *libreswanSite, limit time.Duration) error {
 	want := `"` + libreswanConnName(b.site.Name()) + `"`
-	deadline := time.Now().Add(limit)
+	start := time.Now()
+	deadline := start.Add(limit)
 	var last string
 	for {
-		out, err := libreswanRun(ctx, l.tools.whack, "--ctlsocket", a.files.ctlSocket(), "--trafficstatus")
+		out, err := l.inSite(ctx, a, l.tools.whack, "--ctlsocket", a.files.ctlSocket(), "--trafficstatus")
 		if err == nil && strings.Contains(out, want) {
 			return nil
 		}
@@ -471,12 +473,19 @@ func (l *libreswanLink) waitUp(ctx context.Context, a, b *libreswanSite, limit t
 		if err != nil {
 			last = fmt.Sprintf("%v: %s", err, out)
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("ipsec: SA %s → %s did not come up in %s: last whack --trafficstatus: %s\npluto on %s:\n%s\npluto on %s:\n%s",
-				a.site.Name(), b.site.Name(), limit, last, a.site.Name(), a.daemon.Process.Tail(), b.site.Name(), b.daemon.Process.Tail())
+		// A refused key or certificate will not heal: say so at once.
+		refused := strings.Contains(a.daemon.Process.Tail(), "AUTHENTICATION_FAILED")
+		if refused || time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("ipsec: SA %s → %s did not come up (waited %s): last whack --trafficstatus: %s\npluto on %s:\n%s\npluto on %s:\n%s",
+				a.site.Name(), b.site.Name(), time.Since(start).Round(time.Millisecond), last, a.site.Name(), a.daemon.Process.Tail(), b.site.Name(), b.daemon.Process.Tail())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// inSite runs a libreswan tool in site s's namespace, as pluto runs.
+func (l *libreswanLink) inSite(ctx context.Context, s *libreswanSite, prog string, args ...string) (string, error) {
+	return libreswanRun(ctx, l.tools.ip, append([]string{"netns", "exec", s.site.Namespace(), prog}, args...)...)
 }
 
 // libreswanRun runs a libreswan, NSS or openssl tool and returns its last
