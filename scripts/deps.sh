@@ -32,6 +32,15 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# libreswan conflicts with strongSwan: its .deb is unpacked, never installed,
+# so a test can run its config parser on what spanperf writes (else it skips).
+lsdir=/var/tmp/spanperf-libreswan
+if [ ! -x "$lsdir/root/usr/libexec/ipsec/addconn" ] && [ "$(id -u)" -eq 0 ]; then
+  mkdir -p "$lsdir"
+  (cd "$lsdir" && apt-get download -qq libreswan >/dev/null 2>&1 && dpkg-deb -x libreswan_*.deb root) ||
+    echo "deps: could not unpack libreswan's .deb into $lsdir (its config-parser test will skip)" >&2
+fi
+
 if ! command -v go >/dev/null 2>&1; then
   if [ -x /usr/local/go/bin/go ]; then
     echo "deps: add /usr/local/go/bin to PATH" >&2

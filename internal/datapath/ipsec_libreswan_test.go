@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -158,28 +159,34 @@ func TestIPsecLibreswanFiles(t *testing.T) {
 	}
 }
 
-// libreswanTool finds a program of libreswan's: in the tree
-// $SPANPERF_LIBRESWAN_ROOT (the libreswan .deb unpacked, e.g. by
-// `apt-get download libreswan && dpkg-deb -x libreswan_*.deb DIR`, which
-// installs nothing), else where the package puts it.
+// libreswanTool finds a program of libreswan's that runs: in the tree
+// $SPANPERF_LIBRESWAN_ROOT or /var/tmp/spanperf-libreswan/root (the
+// libreswan .deb unpacked, by scripts/deps.sh or `apt-get download
+// libreswan && dpkg-deb -x libreswan_*.deb DIR`, which installs nothing),
+// else where the package puts it.
 func libreswanTool(t *testing.T, name string) string {
 	t.Helper()
+	var dirs []string
+	for _, root := range []string{os.Getenv("SPANPERF_LIBRESWAN_ROOT"), "/var/tmp/spanperf-libreswan/root"} {
+		if root != "" {
+			dirs = append(dirs, filepath.Join(root, "usr/libexec/ipsec"))
+		}
+	}
 	var tried []string
-	if root := os.Getenv("SPANPERF_LIBRESWAN_ROOT"); root != "" {
-		p := filepath.Join(root, "usr/libexec/ipsec", name)
-		tried = append(tried, p)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	for _, d := range []string{"/usr/libexec/ipsec", "/usr/lib/ipsec"} {
+	for _, d := range append(dirs, "/usr/libexec/ipsec", "/usr/lib/ipsec") {
 		p := filepath.Join(d, name)
-		tried = append(tried, p)
-		if _, err := os.Stat(p); err == nil {
-			return p
+		if _, err := os.Stat(p); err != nil {
+			tried = append(tried, p)
+			continue
 		}
+		// Unpacked, it may lack a library only the package's dependencies bring.
+		if out, err := exec.Command(p, "--help").CombinedOutput(); bytes.Contains(out, []byte("error while loading shared libraries")) {
+			tried = append(tried, fmt.Sprintf("%s (%v: %s)", p, err, bytes.TrimSpace(out)))
+			continue
+		}
+		return p
 	}
-	t.Skipf("no libreswan %s (tried %s): install Debian's libreswan (it conflicts with strongSwan's packages) or set SPANPERF_LIBRESWAN_ROOT to the unpacked .deb", name, strings.Join(tried, ", "))
+	t.Skipf("no libreswan %s that runs (tried %s): install Debian's libreswan (it conflicts with strongSwan's packages) or unpack its .deb (scripts/deps.sh does)", name, strings.Join(tried, ", "))
 	return ""
 }
 
