@@ -71,7 +71,7 @@ func ipsecCheckOptions(o map[string]any) error {
 }
 
 // libreswanTools are the programs a libreswan Setup runs, as found by
-// libreswanTools.
+// IPsec.libreswanTools.
 type libreswanTools struct {
 	pluto, addconn, whack string
 	ip                    string // runs addconn and whack in a site's namespace
@@ -80,9 +80,9 @@ type libreswanTools struct {
 }
 
 // libreswanTools is the libreswan preflight: pluto, addconn and whack,
-// certutil, pk12util and openssl with auth cert, and kernel ESP (libreswan has
-// no userspace ESP), tried by adding an ESP xfrm state in a scratch
-// namespace. It refuses with every reason it finds, before anything is
+// certutil and ip, pk12util and openssl with auth cert, and kernel ESP
+// (libreswan has no userspace ESP), tried by adding an ESP xfrm state in a
+// scratch namespace. It refuses with every reason it finds, before anything is
 // built.
 func (p *IPsec) libreswanTools() (*libreswanTools, error) {
 	if err := p.Validate(); err != nil {
@@ -105,18 +105,13 @@ func (p *IPsec) libreswanTools() (*libreswanTools, error) {
 			}
 		}
 	}
-	progs := []struct {
+	type prog struct {
 		dst       *string
 		name, pkg string
-	}{{&t.certutil, "certutil", "libnss3-tools"}, {&t.ip, "ip", "iproute2"}}
+	}
+	progs := []prog{{&t.certutil, "certutil", "libnss3-tools"}, {&t.ip, "ip", "iproute2"}}
 	if p.Auth == "cert" {
-		progs = append(progs, struct {
-			dst       *string
-			name, pkg string
-		}{&t.pk12util, "pk12util", "libnss3-tools"}, struct {
-			dst       *string
-			name, pkg string
-		}{&t.openssl, "openssl", "openssl"})
+		progs = append(progs, prog{&t.pk12util, "pk12util", "libnss3-tools"}, prog{&t.openssl, "openssl", "openssl"})
 	}
 	for _, prog := range progs {
 		path, err := exec.LookPath(prog.name)
@@ -289,8 +284,8 @@ type libreswanLink struct {
 	err     error
 }
 
-// setupLibreswan writes each site's ipsec.conf, ipsec.secrets and (auth
-// cert) NSS database under the run's directory, starts a pluto per site in
+// setupLibreswan writes each site's ipsec.conf, ipsec.secrets and NSS
+// database under the run's directory, starts a pluto per site in
 // its namespace with every path its own, loads the conns and waits until
 // every pair's SA is up.
 func (p *IPsec) setupLibreswan(ctx context.Context, ltb *netns.Testbed) (_ *Link, err error) {
@@ -376,8 +371,9 @@ func (p *IPsec) setupLibreswan(ctx context.Context, ltb *netns.Testbed) (_ *Link
 	}, nil
 }
 
-// prepare writes site s's files (0600), its NSS database with auth cert,
-// and puts its inner address on its loopback.
+// prepare writes site s's files (0600) and its NSS database (with auth
+// cert, holding its certificate and key), and puts its inner address on
+// its loopback.
 func (l *libreswanLink) prepare(ctx context.Context, s *libreswanSite, cred ipsecCred) error {
 	f := s.files
 	if err := os.MkdirAll(f.runDir(), 0o700); err != nil {
