@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 want=(iproute2 ca-certificates procps python3
   wireguard-go wireguard-tools
   strongswan strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+  libnss3-tools openssl # the libreswan path's NSS databases (libreswan itself conflicts with strongSwan: not installed)
   haproxy openvswitch-switch socat ethtool
   iperf3 sockperf wrk nginx nghttp2-client postgresql # the standard-tool workloads
   rabbitmq-server nats-server # the messaging workload's brokers
@@ -29,6 +30,15 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# libreswan conflicts with strongSwan: its .deb is unpacked, never installed,
+# so a test can run its config parser on what spanperf writes (else it skips).
+lsdir=/var/tmp/spanperf-libreswan
+if [ ! -x "$lsdir/root/usr/libexec/ipsec/addconn" ] && [ "$(id -u)" -eq 0 ]; then
+  mkdir -p "$lsdir"
+  (cd "$lsdir" && apt-get download -qq libreswan >/dev/null 2>&1 && dpkg-deb -x libreswan_*.deb root) ||
+    echo "deps: could not unpack libreswan's .deb into $lsdir (its config-parser test will skip)" >&2
 fi
 
 if ! command -v go >/dev/null 2>&1; then

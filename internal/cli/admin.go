@@ -207,15 +207,30 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) int {
 	line("wan", netns.EmulatorNetem, netem)
 	line("wan", netns.EmulatorUserspace, tun)
 	for _, d := range plugins.Datapaths() {
-		var err error = base
-		if err == nil {
-			if dp, nerr := d.New(defaults(d.Options)); nerr != nil {
-				err = nerr
-			} else if c, isChecker := dp.(datapath.Checker); isChecker {
-				err = c.Check(ctx)
+		check := func(opts map[string]any) error {
+			if base != nil {
+				return base
 			}
+			dp, err := d.New(opts)
+			if err != nil {
+				return err
+			}
+			if c, isChecker := dp.(datapath.Checker); isChecker {
+				return c.Check(ctx)
+			}
+			return nil
 		}
-		line("datapath", d.Name, err)
+		line("datapath", d.Name, check(defaults(d.Options)))
+		// Option sets with preflights of their own, e.g. "ipsec
+		// implementation=libreswan".
+		for _, v := range d.Doctor {
+			opts, name := defaults(d.Options), d.Name
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				opts[k] = v[k]
+				name += fmt.Sprintf(" %s=%v", k, v[k])
+			}
+			line("datapath", name, check(opts))
+		}
 	}
 	for _, w := range plugins.Workloads() {
 		var err error

@@ -358,7 +358,7 @@ func TestListAndDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d", code)
 	}
-	for _, want := range []string{"native", "vxlan", "geneve", "stream", "rr", "crr", "message_size"} {
+	for _, want := range []string{"native", "vxlan", "geneve", "stream", "rr", "crr", "message_size", "implementation"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list lacks %q", want)
 		}
@@ -368,7 +368,7 @@ func TestListAndDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("doctor: exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"testbed", "native", "vxlan"} {
+	for _, want := range []string{"testbed", "native", "vxlan", "ipsec implementation=libreswan"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor lacks %q:\n%s", want, out)
 		}

@@ -35,6 +35,9 @@ func wireguardComponents(o map[string]any, sites int) []scenario.Component {
 }
 
 func ipsecComponents(o map[string]any, sites int) []scenario.Component {
+	if impl, _ := o["implementation"].(string); impl == IPsecLibreswan {
+		return append(perSite("pluto", "tunnel", sites), kernelPart("kernel"))
+	}
 	out := perSite("charon", "tunnel", sites)
 	if esp, _ := o["esp"].(string); esp != "libipsec" {
 		out = append(out, kernelPart("kernel"))

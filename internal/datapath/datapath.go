@@ -217,6 +217,10 @@ type Info struct {
 	// sense together (beyond each value's kind); errors that are
 	// scenario.FieldErrors name the key below the datapath entry.
 	CheckOptions func(opts map[string]any) error
+	// Doctor lists option sets `spanperf doctor` checks besides the
+	// defaults, each on a line of its own: an implementation or mode with
+	// a preflight of its own.
+	Doctor []map[string]any
 	// Kube marks an exposure adapter: the datapath exposes a server on
 	// Kubernetes sites (scenario sites with a context) and runs only on
 	// them; the others run only on local sites.

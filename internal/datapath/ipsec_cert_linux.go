@@ -21,44 +21,53 @@ type ipsecCred struct {
 // name the site's; the test hook's wrongPSK site gets one from a CA of its
 // own, which no other site trusts.
 func (l *ipsecLink) issue(sites []*netns.Site) error {
+	names := make([]string, len(sites))
+	for i, s := range sites {
+		names[i] = s.Name()
+	}
+	return l.issueNames(names)
+}
+
+// issueNames is issue for the sites named names.
+func (l *ipsecLink) issueNames(names []string) error {
 	ca, err := pki.New(filepath.Join(l.root, "pki"), "spanperf ipsec ca")
 	if err != nil {
 		return fmt.Errorf("ipsec: %w", err)
 	}
 	l.creds = map[string]ipsecCred{}
-	for _, s := range sites {
+	for _, name := range names {
 		from := ca
-		if s.Name() == l.p.wrongPSK {
-			if from, err = pki.New(filepath.Join(l.root, "pki-"+s.Name()), "spanperf ipsec other ca"); err != nil {
+		if name == l.p.wrongPSK {
+			if from, err = pki.New(filepath.Join(l.root, "pki-"+name), "spanperf ipsec other ca"); err != nil {
 				return fmt.Errorf("ipsec: %w", err)
 			}
 		}
-		c, err := from.Issue(s.Name())
+		c, err := from.Issue(name)
 		if err != nil {
-			return fmt.Errorf("ipsec: site %s: %w", s.Name(), err)
+			return fmt.Errorf("ipsec: site %s: %w", name, err)
 		}
 		keyDER, err := x509.MarshalPKCS8PrivateKey(c.TLS.PrivateKey)
 		if err != nil {
-			return fmt.Errorf("ipsec: site %s: key: %w", s.Name(), err)
+			return fmt.Errorf("ipsec: site %s: key: %w", name, err)
 		}
 		// swanctl loads private keys only from its directory's private/
 		// (SWANCTL_DIR is the site's directory); certificates from anywhere.
-		priv := filepath.Join(l.root, s.Name(), "private")
+		priv := filepath.Join(l.root, name, "private")
 		if err := os.MkdirAll(priv, 0o700); err != nil {
-			return fmt.Errorf("ipsec: site %s: %w", s.Name(), err)
+			return fmt.Errorf("ipsec: site %s: %w", name, err)
 		}
 		cr := ipsecCred{
-			cert: filepath.Join(from.Dir(), s.Name()+".crt"),
-			key:  filepath.Join(priv, s.Name()+".key"),
+			cert: filepath.Join(from.Dir(), name+".crt"),
+			key:  filepath.Join(priv, name+".key"),
 			ca:   from.CAFile(),
 		}
 		if err := pki.WriteSecret(cr.cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.TLS.Certificate[0]})); err != nil {
-			return fmt.Errorf("ipsec: site %s: %w", s.Name(), err)
+			return fmt.Errorf("ipsec: site %s: %w", name, err)
 		}
 		if err := pki.WriteSecret(cr.key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})); err != nil {
-			return fmt.Errorf("ipsec: site %s: %w", s.Name(), err)
+			return fmt.Errorf("ipsec: site %s: %w", name, err)
 		}
-		l.creds[s.Name()] = cr
+		l.creds[name] = cr
 	}
 	return nil
 }

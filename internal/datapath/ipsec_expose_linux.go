@@ -27,6 +27,9 @@ type ipsecExposure struct {
 // CREATE_CHILD_SA exchange in the IKE SA already up); transport mode
 // protects the sites' own addresses only.
 func (p *IPsec) CanExpose(string) error {
+	if p.Implementation == IPsecLibreswan {
+		return errors.New("with implementation libreswan: exposing a service after setup is strongSwan's only")
+	}
 	if p.Mode == "transport" {
 		return errors.New("in transport mode: it protects the sites' own addresses only (use mode: tunnel)")
 	}

@@ -34,6 +34,8 @@ import (
 // the server's inner address; in transport mode (kernel ESP only) they dial
 // its underlay address. In the gateway topology (tunnel mode only) each
 // pair's traffic selectors also hold the subnets behind both sites.
+// With Implementation libreswan, one pluto per site does the same in
+// tunnel mode over kernel ESP (see ipsec_libreswan_linux.go).
 type IPsec struct {
 	// Proposal is the ESP proposal: aes128gcm16, aes256gcm16 or
 	// chacha20poly1305.
@@ -47,6 +49,9 @@ type IPsec struct {
 	// the run) or "cert" (ECDSA P-256 certificates from a CA made for the
 	// run; each site's identity is its name).
 	Auth string
+	// Implementation is the IKE daemon: IPsecStrongSwan (charon) or
+	// IPsecLibreswan (pluto; tunnel mode, kernel ESP only).
+	Implementation string
 
 	// Test hooks (see ipsec_export_test.go).
 	wrongPSK       string // site whose PSK (or CA, with cert) differs from every other site's
@@ -73,15 +78,18 @@ var (
 func IPsecInfo() Info {
 	return Info{
 		Name:    "ipsec",
-		Summary: "strongSwan IKEv2 with a per-run PSK or certificates; ESP in the kernel or in charon (kernel-libipsec over TUN)",
+		Summary: "strongSwan (or libreswan) IKEv2 with a per-run PSK or certificates; ESP in the kernel or in charon (kernel-libipsec over TUN)",
 		Options: []scenario.Field{
 			{Name: "proposal", Kind: scenario.KindString, Doc: "ESP proposal", Default: "aes128gcm16", Enum: ipsecProposals},
 			{Name: "mode", Kind: scenario.KindString, Doc: "IPsec mode (transport needs kernel ESP)", Default: "tunnel", Enum: ipsecModes},
 			{Name: "esp", Kind: scenario.KindString, Doc: "where ESP runs: kernel, libipsec (userspace, over TUN) or auto (kernel if it has ESP)", Default: "auto", Enum: ipsecESP},
 			{Name: "auth", Kind: scenario.KindString, Doc: "peer authentication: psk (a per-run pre-shared key) or cert (per-run CA, ECDSA P-256 certificates)", Default: "psk", Enum: ipsecAuth},
+			{Name: "implementation", Kind: scenario.KindString, Doc: "IKE daemon: strongswan (charon) or libreswan (pluto, Debian package libreswan; tunnel mode, needs kernel ESP)", Default: IPsecStrongSwan, Enum: ipsecImplementations},
 		},
-		Components: ipsecComponents,
-		New:        func(o map[string]any) (Datapath, error) { return newIPsec(o) },
+		Doctor:       []map[string]any{{"implementation": IPsecLibreswan}},
+		Components:   ipsecComponents,
+		CheckOptions: ipsecCheckOptions,
+		New:          func(o map[string]any) (Datapath, error) { return newIPsec(o) },
 	}
 }
 
@@ -92,7 +100,7 @@ func newIPsec(o map[string]any) (*IPsec, error) {
 		}
 		return def
 	}
-	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto"), Auth: str("auth", "psk")}
+	p := &IPsec{Proposal: str("proposal", "aes128gcm16"), Mode: str("mode", "tunnel"), ESP: str("esp", "auto"), Auth: str("auth", "psk"), Implementation: str("implementation", IPsecStrongSwan)}
 	return p, p.Validate()
 }
 
@@ -101,21 +109,22 @@ func (p *IPsec) Validate() error {
 	for _, c := range []struct {
 		name, v string
 		ok      []string
-	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}, {"auth", p.Auth, ipsecAuth}} {
+	}{{"proposal", p.Proposal, ipsecProposals}, {"mode", p.Mode, ipsecModes}, {"esp", p.ESP, ipsecESP}, {"auth", p.Auth, ipsecAuth}, {"implementation", p.Implementation, ipsecImplementations}} {
 		if !slices.Contains(c.ok, c.v) {
 			return fmt.Errorf("ipsec: %s %q (want one of %s)", c.name, c.v, strings.Join(c.ok, ", "))
 		}
 	}
-	if p.Mode == "transport" && p.ESP == "libipsec" {
-		return errors.New("ipsec: transport mode needs kernel ESP: kernel-libipsec carries tunnel mode only (use esp: kernel or auto)")
-	}
-	return nil
+	_, err := p.combination()
+	return err
 }
 
 // CheckGateway accepts the gateway topology in tunnel mode, whose traffic
 // selectors can hold the subnets behind the gateways; transport mode
 // protects only the gateways' own traffic.
 func (p *IPsec) CheckGateway() error {
+	if p.Implementation == IPsecLibreswan {
+		return errors.New("ipsec implementation libreswan: the gateway topology is not built (its subnets behind need leftsubnets= conns that were never exercised here: libreswan cannot run on this machine)")
+	}
 	if p.Mode == "transport" {
 		return errors.New("ipsec transport mode protects only the gateways' own traffic (use mode: tunnel)")
 	}
@@ -135,6 +144,10 @@ var charonPaths = []string{"/usr/lib/ipsec/charon", "/usr/libexec/ipsec/charon",
 // unshare, and decides where ESP runs: it tries to add an xfrm state in a
 // scratch namespace.
 func (p *IPsec) Check(ctx context.Context) error {
+	if p.Implementation == IPsecLibreswan {
+		_, err := p.libreswanTools()
+		return err
+	}
 	_, err := p.tools(ctx)
 	return err
 }
@@ -273,6 +286,9 @@ func (p *IPsec) Setup(ctx context.Context, tb testbed.Testbed) (_ *Link, err err
 	ltb, ok := tb.(*netns.Testbed)
 	if !ok {
 		return nil, notSupported("ipsec: needs the local network-namespace testbed")
+	}
+	if p.Implementation == IPsecLibreswan {
+		return p.setupLibreswan(ctx, ltb)
 	}
 	tools, err := p.tools(ctx)
 	if err != nil {
