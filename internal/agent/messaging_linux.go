@@ -82,8 +82,8 @@ type MessagingClientSpec struct {
 // Validate reports a spec the client cannot run.
 func (s MessagingClientSpec) Validate() error {
 	switch {
-	case s.Protocol != ProtocolAMQP091 && s.Protocol != ProtocolNATS:
-		return fmt.Errorf("agent messaging: protocol must be %s or %s, not %q", ProtocolAMQP091, ProtocolNATS, s.Protocol)
+	case s.Protocol != ProtocolAMQP091 && s.Protocol != ProtocolAMQP10 && s.Protocol != ProtocolNATS:
+		return fmt.Errorf("agent messaging: protocol must be %s, %s or %s, not %q", ProtocolAMQP091, ProtocolAMQP10, ProtocolNATS, s.Protocol)
 	case !s.Target.IsValid():
 		return errors.New("agent messaging: no target")
 	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
@@ -95,7 +95,7 @@ func (s MessagingClientSpec) Validate() error {
 	case s.InFlight < 0 || s.BodySize < 0 || s.Warmup < 0 || s.Timeout < 0 || s.Interval < 0:
 		return errors.New("agent messaging: in-flight, body size, warmup, timeout and interval must be ≥ 0")
 	case s.Durable && s.Protocol == ProtocolNATS:
-		return errors.New("agent messaging: durable needs amqp091 (core NATS keeps no messages)")
+		return errors.New("agent messaging: durable needs amqp091 or amqp10 (core NATS keeps no messages)")
 	}
 	return nil
 }
@@ -114,6 +114,9 @@ type msgConn interface {
 func dialMsg(s MessagingClientSpec, onReply func(id uint64, size int)) (msgConn, error) {
 	if s.Protocol == ProtocolNATS {
 		return dialNATSClient(s.Target.String(), onReply)
+	}
+	if s.Protocol == ProtocolAMQP10 {
+		return dialAMQP10Client(s.Target.String(), s.InFlight, s.Durable, onReply)
 	}
 	return dialAMQPClient(s.Target.String(), s.InFlight, s.Durable, onReply)
 }
@@ -571,8 +574,14 @@ func ServeMessagingResponder(ctx context.Context, s MessagingResponderSpec, stdo
 				}
 				errc <- errors.New("delivery channel closed")
 			}()
+		case ProtocolAMQP10:
+			c, err := serveAMQP10Consumer(ctx, s, errc)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, c)
 		default:
-			return fmt.Errorf("agent messaging-respond: protocol must be %s or %s, not %q", ProtocolAMQP091, ProtocolNATS, s.Protocol)
+			return fmt.Errorf("agent messaging-respond: protocol must be %s, %s or %s, not %q", ProtocolAMQP091, ProtocolAMQP10, ProtocolNATS, s.Protocol)
 		}
 	}
 	if err := json.NewEncoder(stdout).Encode(Ready{Ready: true, Addr: s.Target}); err != nil {
@@ -592,7 +601,7 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 		var s MessagingResponderSpec
 		fs := flag.NewFlagSet("agent messaging-respond", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		fs.StringVar(&s.Protocol, "protocol", "", "amqp091 or nats")
+		fs.StringVar(&s.Protocol, "protocol", "", "amqp091, amqp10 or nats")
 		fs.StringVar(&s.Target, "target", "", "broker HOST:PORT")
 		fs.IntVar(&s.Consumers, "consumers", 1, "broker connections consuming requests")
 		fs.IntVar(&s.InFlight, "in-flight", 1, "prefetch of each AMQP consumer")
@@ -613,7 +622,7 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 	var target string
 	fs := flag.NewFlagSet("agent messaging", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&s.Protocol, "protocol", "", "amqp091 or nats")
+	fs.StringVar(&s.Protocol, "protocol", "", "amqp091, amqp10 or nats")
 	fs.StringVar(&target, "target", "", "broker HOST:PORT (an address, or a name looked up once before the run)")
 	fs.Float64Var(&s.Rate, "rate", 0, "offered requests/s across all connections, latency from the intended send time")
 	fs.IntVar(&s.Connections, "connections", 1, "broker connections")

@@ -56,14 +56,20 @@ func pick(m map[string]float64, prefix string) map[string]float64 {
 	return out
 }
 
-// TestMessagingAchievesRate: through each real broker, over native and
-// WireGuard, a paced run achieves its offered rate within 1%, with no
-// error, timeout or late request; the broker's CPU and RSS are reported
-// as a server-site component.
+// TestMessagingAchievesRate: through each real broker and protocol
+// (RabbitMQ over AMQP 0-9-1 and over AMQP 1.0 through its plugin, NATS),
+// over native and WireGuard, a paced run achieves its offered rate within
+// 1%, with no error, timeout or late request; the broker's CPU and RSS
+// are reported as a server-site component.
 func TestMessagingAchievesRate(t *testing.T) {
 	for _, dp := range []string{"native", "wireguard"} {
-		for _, broker := range []string{workload.BrokerNATS, workload.BrokerRabbitMQ} {
-			t.Run(dp+"/"+broker, func(t *testing.T) {
+		for _, c := range []struct{ broker, protocol string }{
+			{workload.BrokerNATS, agent.ProtocolNATS},
+			{workload.BrokerRabbitMQ, agent.ProtocolAMQP091},
+			{workload.BrokerRabbitMQ, agent.ProtocolAMQP10},
+		} {
+			broker := c.broker
+			t.Run(dp+"/"+broker+"/"+c.protocol, func(t *testing.T) {
 				requireBroker(t, broker)
 				tb, link := datapathtest.Setup(t, netns.Spec{}, dp, nil)
 				const rate = 400.0
@@ -71,7 +77,7 @@ func TestMessagingAchievesRate(t *testing.T) {
 				// milliseconds at the window's end leaves requests late.
 				// One retry, the bound unchanged.
 				for try := 1; ; try++ {
-					m := runMessaging(t, tb, link, workload.Messaging{}, results.Params{"broker": broker, "rate": rate,
+					m := runMessaging(t, tb, link, workload.Messaging{}, results.Params{"broker": broker, "protocol": c.protocol, "rate": rate,
 						"connections": int64(2), "in_flight": int64(2), "body_size": int64(256)}, 2*time.Second, 500*time.Millisecond)
 					name := map[string]string{workload.BrokerRabbitMQ: "rabbitmq@b", workload.BrokerNATS: "nats-server@b"}[broker]
 					if c, ok := m[results.For(results.CPUCores, name)]; !ok || c <= 0 {
