@@ -60,8 +60,12 @@ func RabbitMQPluginsError(log string, plugins []string) error {
 	if m := rabbitmqError.FindStringSubmatch(strings.Replace(said, "[info]", "[error]", 1)); m != nil {
 		said = m[1]
 	}
-	return fmt.Errorf("plugin %s not started (not installed where the broker looks for plugins?): broker log: %q, started %v",
-		strings.Join(missing, ", "), said, started)
+	list := "none"
+	if len(started) > 0 {
+		list = strings.Join(started, ", ")
+	}
+	return fmt.Errorf("plugin %s not started (RabbitMQ skips an enabled plugin it cannot find): broker log: %q; started: %s",
+		strings.Join(missing, ", "), said, list)
 }
 
 // waitPlugins waits a moment for the plugin list that follows
