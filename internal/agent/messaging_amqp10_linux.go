@@ -69,23 +69,53 @@ func amqp10Sender(ctx context.Context, sess *amqp10.Session, addr string) (*amqp
 	return s, nil
 }
 
-// amqp10Receiver attaches a link that receives from addr with credit
-// messages unsettled at a time (each is accepted once handled, and the
-// library grants the credit back).
-func amqp10Receiver(ctx context.Context, sess *amqp10.Session, addr string, credit int, durable bool) (*amqp10.Receiver, error) {
+// amqp10Delivery is a message received and the link it came on (which
+// accepts it), or the error that ended that link.
+type amqp10Delivery struct {
+	m   *amqp10.Message
+	r   *amqp10.Receiver
+	err error
+}
+
+// amqp10Receivers attaches n links that receive from addr, each with a
+// link credit of one, and merges what they receive into one channel; each
+// link gets its next message once its last is accepted, so n is the
+// messages unsettled at a time, as a credit of n on one link would be.
+// One link of credit n fails here: RabbitMQ 3.10's plugin sends a link
+// more than its credit when a flow frame crosses deliveries under way to
+// it (seen with a credit of 4 at a few hundred messages/s), go-amqp's
+// count of the link's credit then wraps below zero, and the link never
+// grants credit again. A link of credit one has no delivery under way
+// when it grants the next. A link's end arrives once, as err.
+func amqp10Receivers(ctx context.Context, sess *amqp10.Session, addr string, n int, durable bool) (<-chan amqp10Delivery, error) {
 	d := amqp10.DurabilityNone
 	if durable {
 		d = amqp10.DurabilityConfiguration
 	}
 	mode := amqp10.SenderSettleModeUnsettled
-	ctx, cancel := context.WithTimeout(ctx, ioTimeout)
-	defer cancel()
-	r, err := sess.NewReceiver(ctx, addr, &amqp10.ReceiverOptions{Credit: int32(max(credit, 1)), SourceDurability: d,
-		RequestedSenderSettleMode: &mode})
-	if err != nil {
-		return nil, fmt.Errorf("amqp10 attach receiver from %s: %w", addr, err)
+	out := make(chan amqp10Delivery)
+	for range max(n, 1) {
+		actx, cancel := context.WithTimeout(ctx, ioTimeout)
+		r, err := sess.NewReceiver(actx, addr, &amqp10.ReceiverOptions{Credit: 1, SourceDurability: d, RequestedSenderSettleMode: &mode})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("amqp10 attach receiver from %s: %w", addr, err)
+		}
+		go func() {
+			for {
+				m, err := r.Receive(ctx, nil)
+				select {
+				case out <- amqp10Delivery{m: m, r: r, err: err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
 	}
-	return r, nil
+	return out, nil
 }
 
 // amqp10Message is a message with body, its durable header set when
@@ -103,7 +133,6 @@ func amqp10Message(body []byte, props *amqp10.MessageProperties, durable bool) *
 type amqp10Client struct {
 	conn    *amqp10.Conn
 	sender  *amqp10.Sender
-	recv    *amqp10.Receiver
 	replyTo string
 	durable bool
 	ctx     context.Context
@@ -132,26 +161,29 @@ func dialAMQP10Client(target string, inFlight int, durable bool, onReply func(ui
 	var tag [8]byte
 	rand.Read(tag[:])
 	c.replyTo = amqp10ReplyPrefix + hex.EncodeToString(tag[:])
-	if c.recv, err = amqp10Receiver(ctx, sess, "/queue/"+c.replyTo, inFlight, false); err != nil {
+	replies, err := amqp10Receivers(ctx, sess, "/queue/"+c.replyTo, inFlight, false)
+	if err != nil {
 		return nil, err
 	}
 	go func() {
 		defer close(c.done)
 		for {
-			m, err := c.recv.Receive(ctx, nil)
-			if err != nil {
+			var d amqp10Delivery
+			select {
+			case d = <-replies:
+			case <-ctx.Done():
+				return
+			}
+			if d.err != nil || d.r.AcceptMessage(ctx, d.m) != nil {
 				return
 			}
 			var id uint64
-			if m.Properties != nil {
-				if s, ok := m.Properties.CorrelationID.(string); ok {
+			if d.m.Properties != nil {
+				if s, ok := d.m.Properties.CorrelationID.(string); ok {
 					id, _ = strconv.ParseUint(s, 10, 64)
 				}
 			}
-			if c.recv.AcceptMessage(ctx, m) != nil {
-				return
-			}
-			onReply(id, len(m.GetData()))
+			onReply(id, len(d.m.GetData()))
 		}
 	}()
 	return c, nil
@@ -173,7 +205,8 @@ func (c *amqp10Client) Close() {
 }
 
 // serveAMQP10Consumer is one of the responder's connections: it receives
-// requests with credit inFlight and sends each body back through the
+// requests on InFlight links of credit one (amqp10Receivers), handling
+// them one at a time, and sends each body back through the
 // default exchange to the request's reply queue (its reply-to), durable
 // when the request is, then accepts the request. It returns the
 // connection's close; a failure afterwards goes to errc.
@@ -183,7 +216,7 @@ func serveAMQP10Consumer(ctx context.Context, s MessagingResponderSpec, errc cha
 		return nil, err
 	}
 	closeConn := func() { conn.Close() }
-	recv, err := amqp10Receiver(ctx, sess, amqp10RequestAddr, s.InFlight, true)
+	requests, err := amqp10Receivers(ctx, sess, amqp10RequestAddr, s.InFlight, true)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -195,19 +228,24 @@ func serveAMQP10Consumer(ctx context.Context, s MessagingResponderSpec, errc cha
 	}
 	go func() {
 		for {
-			m, err := recv.Receive(ctx, nil)
-			if err != nil {
+			var d amqp10Delivery
+			select {
+			case d = <-requests:
+			case <-ctx.Done():
+				return
+			}
+			if d.err != nil {
 				if ctx.Err() == nil {
-					errc <- fmt.Errorf("amqp10 receive: %w", err)
+					errc <- fmt.Errorf("amqp10 receive: %w", d.err)
 				}
 				return
 			}
 			holdFor(s.Delay)
-			if err := amqp10Reply(ctx, send, m, s.Durable); err != nil {
+			if err := amqp10Reply(ctx, send, d.m, s.Durable); err != nil {
 				errc <- err
 				return
 			}
-			if err := recv.AcceptMessage(ctx, m); err != nil {
+			if err := d.r.AcceptMessage(ctx, d.m); err != nil {
 				errc <- fmt.Errorf("amqp10 accept: %w", err)
 				return
 			}
