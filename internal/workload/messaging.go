@@ -59,7 +59,7 @@ func MessagingInfo() Info {
 			{Name: "connections", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
 				Doc: "client connections to the broker, each with its own reply queue; the responder consumes on as many"},
 			{Name: "in_flight", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
-				Doc: "unanswered requests per connection (a request due with these out waits, and its wait counts); amqp091: also the consumers' prefetch; amqp10: also the receivers' link credit"},
+				Doc: "unanswered requests per connection (a request due with these out waits, and its wait counts); amqp091: also the consumers' prefetch; amqp10: as many receiving links of credit one each (RabbitMQ 3.10's plugin overruns a larger credit)"},
 			sizeField("body_size", "request body bytes (the reply echoes it)", 1024),
 			{Name: "durable", Kind: scenario.KindBool, Default: false,
 				Doc: "amqp091 and amqp10: durable request queue and persistent messages (written to the broker's disk; amqp10: the durable header, sent pre-settled as amqp091's without confirms; its request queue is durable either way, as the plugin makes a shared queue)"},
