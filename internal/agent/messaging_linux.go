@@ -604,8 +604,8 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&s.Protocol, "protocol", "", "amqp091, amqp10 or nats")
 		fs.StringVar(&s.Target, "target", "", "broker HOST:PORT")
 		fs.IntVar(&s.Consumers, "consumers", 1, "broker connections consuming requests")
-		fs.IntVar(&s.InFlight, "in-flight", 1, "prefetch of each AMQP consumer")
-		fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent replies (amqp091)")
+		fs.IntVar(&s.InFlight, "in-flight", 1, "prefetch of each AMQP consumer (amqp10: links of credit one)")
+		fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent replies (amqp091, amqp10)")
 		fs.DurationVar(&s.Delay, "delay", 0, "hold every reply this long")
 		if fs.Parse(args[1:]) != nil {
 			return 2
@@ -628,7 +628,7 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&s.Connections, "connections", 1, "broker connections")
 	fs.IntVar(&s.InFlight, "in-flight", 1, "unanswered requests per connection (AMQP: the reply consumer's prefetch)")
 	fs.IntVar(&s.BodySize, "body-size", 0, "request (and reply) body bytes")
-	fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent messages (amqp091)")
+	fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent messages (amqp091, amqp10)")
 	fs.DurationVar(&s.Duration, "duration", 0, "measured time")
 	fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
 	fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")
