@@ -22,11 +22,12 @@ const ProtocolAMQP10 = "amqp10"
 // (rabbit_routing_util:parse_endpoint): "/queue/NAME" declares the queue
 // NAME and routes to it through the default exchange; "/queue" alone, as
 // a target, routes each message by its subject through the default
-// exchange. The plugin declares a "/queue/NAME" whose terminus is not
-// durable as exclusive to the declaring connection, so the request queue,
+// exchange. As a target, a "/queue/NAME" whose terminus is not durable is
+// declared exclusive to the declaring connection, so the request queue,
 // which the clients and the responder share, is always declared durable
-// (the broker is the trial's own: nothing outlives it); a reply queue,
-// consumed only by its client, is the client's exclusive queue.
+// (the broker is the trial's own: nothing outlives it). As a source, the
+// plugin declares it neither exclusive nor auto-deleted: each client's
+// reply queue, a fresh name, stays until the broker stops.
 const (
 	amqp10RequestAddr = "/queue/" + RequestQueue
 	amqp10ReplyTarget = "/queue"
@@ -42,7 +43,8 @@ func amqp10Dial(ctx context.Context, target string) (*amqp10.Conn, *amqp10.Sessi
 		SASLType:    amqp10.SASLTypePlain("guest", "guest"),
 		ContainerID: "spanperf",
 		IdleTimeout: 10 * time.Second,
-		// RabbitMQ 3.10 reads the vhost from "vhost:NAME".
+		// The plugin reads the hostname "vhost:NAME" as the vhost
+		// (else its default_vhost, "/" too).
 		HostName: "vhost:/",
 	})
 	if err != nil {
@@ -129,7 +131,7 @@ func amqp10Message(body []byte, props *amqp10.MessageProperties, durable bool) *
 }
 
 // amqp10Client is one client connection: requests to the request queue,
-// replies from the connection's own exclusive queue.
+// replies from the connection's own reply queue.
 type amqp10Client struct {
 	conn    *amqp10.Conn
 	sender  *amqp10.Sender
