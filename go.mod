@@ -3,6 +3,7 @@ module github.com/spanperf/spanperf
 go 1.26.0
 
 require (
+	github.com/Azure/go-amqp v1.7.0
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-containerregistry v0.22.1

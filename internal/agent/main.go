@@ -18,8 +18,8 @@ import (
 //	client --mode stream|rr|crr --target ADDR:PORT [options]   (--rate R: open-loop rr)
 //	http-serve [--listen ADDR] [--tls] [--body-size B] [--delay D]   serve HTTP/1.1 and HTTP/2
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
-//	messaging-respond --protocol amqp091|nats --target HOST:PORT [--consumers N] [--in-flight N] [--durable] [--delay D]   answer each request through a broker with its body
-//	messaging --protocol amqp091|nats --target HOST:PORT --rate R [--connections N] [--in-flight N] [--body-size B] [--durable] --duration D [--warmup D]   paced request-response through a broker, result as JSON
+//	messaging-respond --protocol amqp091|amqp10|nats --target HOST:PORT [--consumers N] [--in-flight N] [--durable] [--delay D]   answer each request through a broker with its body
+//	messaging --protocol amqp091|amqp10|nats --target HOST:PORT --rate R [--connections N] [--in-flight N] [--body-size B] [--durable] --duration D [--warmup D]   paced request-response through a broker, result as JSON
 //	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)

@@ -83,8 +83,8 @@ type MessagingClientSpec struct {
 // Validate reports a spec the client cannot run.
 func (s MessagingClientSpec) Validate() error {
 	switch {
-	case s.Protocol != ProtocolAMQP091 && s.Protocol != ProtocolNATS:
-		return fmt.Errorf("agent messaging: protocol must be %s or %s, not %q", ProtocolAMQP091, ProtocolNATS, s.Protocol)
+	case s.Protocol != ProtocolAMQP091 && s.Protocol != ProtocolAMQP10 && s.Protocol != ProtocolNATS:
+		return fmt.Errorf("agent messaging: protocol must be %s, %s or %s, not %q", ProtocolAMQP091, ProtocolAMQP10, ProtocolNATS, s.Protocol)
 	case !s.Target.IsValid():
 		return errors.New("agent messaging: no target")
 	case !(s.Rate > 0) || math.IsInf(s.Rate, 0):
@@ -96,7 +96,7 @@ func (s MessagingClientSpec) Validate() error {
 	case s.InFlight < 0 || s.BodySize < 0 || s.Warmup < 0 || s.Timeout < 0 || s.Interval < 0:
 		return errors.New("agent messaging: in-flight, body size, warmup, timeout and interval must be ≥ 0")
 	case s.Durable && s.Protocol == ProtocolNATS:
-		return errors.New("agent messaging: durable needs amqp091 (core NATS keeps no messages)")
+		return errors.New("agent messaging: durable needs amqp091 or amqp10 (core NATS keeps no messages)")
 	}
 	return nil
 }
@@ -116,6 +116,9 @@ func dialMsg(s MessagingClientSpec, onReply func(id uint64, size int)) (msgConn,
 	if s.Protocol == ProtocolNATS {
 		return dialNATSClient(s.Target.String(), onReply)
 	}
+	if s.Protocol == ProtocolAMQP10 {
+		return dialAMQP10Client(s.Target.String(), s.InFlight, s.Durable, onReply)
+	}
 	return dialAMQPClient(s.Target.String(), s.InFlight, s.Durable, onReply)
 }
 
@@ -130,6 +133,20 @@ func amqpDial(target string) (*amqp.Connection, error) {
 func declareRequests(ch *amqp.Channel, durable bool) error {
 	_, err := ch.QueueDeclare(RequestQueue, durable, !durable, false, false, nil)
 	return err
+}
+
+// deleteRequestQueue deletes the request queue through AMQP 0-9-1, best
+// effort: a responder's last act, so that the next trial on the broker
+// starts with none.
+func deleteRequestQueue(target string) {
+	conn, err := amqpDial(target)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if ch, err := conn.Channel(); err == nil {
+		ch.QueueDelete(RequestQueue, false, false, false)
+	}
 }
 
 type amqpClient struct {
@@ -576,8 +593,21 @@ func ServeMessagingResponder(ctx context.Context, s MessagingResponderSpec, stdo
 				}
 				errc <- errors.New("delivery channel closed")
 			}()
+		case ProtocolAMQP10:
+			if len(closers) == 0 {
+				// Run last: the group's later trials share the broker, and
+				// the durable request queue would hand them stale requests
+				// (and clash with amqp091's non-durable one). AMQP 1.0
+				// cannot delete a queue; 0-9-1 on the same port can.
+				closers = append(closers, func() { deleteRequestQueue(s.Target) })
+			}
+			c, err := serveAMQP10Consumer(ctx, s, errc)
+			if err != nil {
+				return err
+			}
+			closers = append(closers, c)
 		default:
-			return fmt.Errorf("agent messaging-respond: protocol must be %s or %s, not %q", ProtocolAMQP091, ProtocolNATS, s.Protocol)
+			return fmt.Errorf("agent messaging-respond: protocol must be %s, %s or %s, not %q", ProtocolAMQP091, ProtocolAMQP10, ProtocolNATS, s.Protocol)
 		}
 	}
 	if err := json.NewEncoder(stdout).Encode(Ready{Ready: true, Addr: s.Target}); err != nil {
@@ -597,11 +627,11 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 		var s MessagingResponderSpec
 		fs := flag.NewFlagSet("agent messaging-respond", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		fs.StringVar(&s.Protocol, "protocol", "", "amqp091 or nats")
+		fs.StringVar(&s.Protocol, "protocol", "", "amqp091, amqp10 or nats")
 		fs.StringVar(&s.Target, "target", "", "broker HOST:PORT")
 		fs.IntVar(&s.Consumers, "consumers", 1, "broker connections consuming requests")
-		fs.IntVar(&s.InFlight, "in-flight", 1, "prefetch of each AMQP consumer")
-		fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent replies (amqp091)")
+		fs.IntVar(&s.InFlight, "in-flight", 1, "prefetch of each AMQP consumer (amqp10: links of credit one)")
+		fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent replies (amqp091, amqp10)")
 		fs.DurationVar(&s.Delay, "delay", 0, "hold every reply this long")
 		if fs.Parse(args[1:]) != nil {
 			return 2
@@ -618,13 +648,13 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 	var target string
 	fs := flag.NewFlagSet("agent messaging", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&s.Protocol, "protocol", "", "amqp091 or nats")
+	fs.StringVar(&s.Protocol, "protocol", "", "amqp091, amqp10 or nats")
 	fs.StringVar(&target, "target", "", "broker HOST:PORT (an address, or a name looked up once before the run)")
 	fs.Float64Var(&s.Rate, "rate", 0, "offered requests/s across all connections, latency from the intended send time")
 	fs.IntVar(&s.Connections, "connections", 1, "broker connections")
 	fs.IntVar(&s.InFlight, "in-flight", 1, "unanswered requests per connection (AMQP: the reply consumer's prefetch)")
 	fs.IntVar(&s.BodySize, "body-size", 0, "request (and reply) body bytes")
-	fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent messages (amqp091)")
+	fs.BoolVar(&s.Durable, "durable", false, "durable request queue, persistent messages (amqp091, amqp10)")
 	fs.DurationVar(&s.Duration, "duration", 0, "measured time")
 	fs.DurationVar(&s.Warmup, "warmup", 0, "time before measuring")
 	fs.DurationVar(&s.Interval, "interval", 0, "series bucket width (default 1s)")

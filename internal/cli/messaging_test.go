@@ -59,8 +59,10 @@ func TestMessagingKillThenClean(t *testing.T) {
 // TestMessagingBrokerPerGroup: the trials of one (repetition, datapath)
 // group share one broker, started by the first: every record of a group
 // has the same broker_start_s, and a repetition (a new group) starts
-// another. A durable trial's queue does not clash with the non-durable
-// one after it on the same broker, and the run leaves no broker behind.
+// another; the broker the first (amqp10) trial started with its plugin
+// serves the amqp091 trials after it. Neither amqp10's durable request
+// queue nor a durable amqp091 trial's clashes with the non-durable one
+// after it, and the run leaves no broker behind.
 func TestMessagingBrokerPerGroup(t *testing.T) {
 	requireRoot(t)
 	if err := workload.CheckBroker(workload.BrokerRabbitMQ); err != nil {
@@ -70,16 +72,21 @@ func TestMessagingBrokerPerGroup(t *testing.T) {
 datapaths: [native]
 workloads:
   - type: messaging
+    protocol: amqp10
+    rate: 100
+  - type: messaging
+    rate: 100
+  - type: messaging
     rate: 200
     durable: true
   - type: messaging
-    rate: 100
+    rate: 150
 repetitions: 2
-duration: 1s
-warmup: 300ms
+duration: 500ms
+warmup: 200ms
 `)
-	if len(recs) != 4 {
-		t.Fatalf("%d records, want 4 (2 trials × 2 repetitions)", len(recs))
+	if len(recs) != 8 {
+		t.Fatalf("%d records, want 8 (4 trials × 2 repetitions)", len(recs))
 	}
 	starts := map[int]map[float64]bool{}
 	for _, r := range recs {

@@ -12,12 +12,15 @@ import (
 func TestMessagingParamsChecked(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: rabbitmq\n    protocol: nats\n    rate: 100\n",
-			"s.yaml:6: workloads[0].protocol: broker rabbitmq does not speak nats (it speaks [amqp091])"},
+			"s.yaml:6: workloads[0].protocol: broker rabbitmq does not speak nats (it speaks [amqp091 amqp10])"},
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: nats\n    protocol: amqp10\n    rate: 100\n",
+			"s.yaml:6: workloads[0].protocol: broker nats does not speak amqp10 (it speaks [nats])"},
 		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: nats\n    rate: [100, 200]\n    durable: true\n",
 			"s.yaml:7: workloads[0].durable: core NATS keeps no messages: durable needs broker rabbitmq"},
 		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    rate: [100, 0]\n",
 			"s.yaml:5: workloads[0].rate: must be > 0: messaging is paced"},
 		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: nats\n    protocol: nats\n    rate: 100\n", ""},
+		{"name: s\ndatapaths: [native]\nworkloads:\n  - type: messaging\n    broker: rabbitmq\n    protocol: amqp10\n    durable: true\n    rate: 100\n", ""},
 	} {
 		_, err := scenario.Parse("s.yaml", []byte(c.src), Catalog{})
 		switch {

@@ -323,7 +323,10 @@ func (b *Broker) startRabbitMQ(ctx context.Context, site testbed.Site) error {
 	if err != nil {
 		return err
 	}
-	return b.waitReady(ctx, rabbitmqStartLimit)
+	if err := b.waitReady(ctx, rabbitmqStartLimit); err != nil {
+		return err
+	}
+	return b.waitPlugins()
 }
 
 // NATSConfig is the nats-server config StartBroker writes: clients on port

@@ -198,3 +198,27 @@ func TestCheckBrokerNamesPackage(t *testing.T) {
 		}
 	}
 }
+
+// TestRabbitMQPluginsGolden reads the end of two RabbitMQ 3.10 logs
+// captured with rabbitmq_amqp1_0 enabled, in
+// testdata/drivers/plugins-rabbitmq-amqp10-NAME.txt: "started" (Debian's
+// plugins directory) and "missing" (a plugins directory without it, as a
+// broker that lacks the plugin: RabbitMQ boots without a word about it),
+// and checks what RabbitMQPluginsError says against
+// plugins-rabbitmq-amqp10-NAME.golden (-update rewrites): nothing, and an
+// error naming the plugin and quoting the "Server startup complete" line.
+func TestRabbitMQPluginsGolden(t *testing.T) {
+	for _, name := range []string{"plugins-rabbitmq-amqp10-started", "plugins-rabbitmq-amqp10-missing"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "drivers", name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "ok\n"
+			if err := workload.RabbitMQPluginsError(string(b), []string{"rabbitmq_amqp1_0"}); err != nil {
+				got = "error: " + err.Error() + "\n"
+			}
+			checkGolden(t, name, got, "missing")
+		})
+	}
+}

@@ -39,7 +39,7 @@ const (
 // brokerProtocols lists the protocols each broker speaks here; the first
 // is the default.
 var brokerProtocols = map[string][]string{
-	BrokerRabbitMQ: {agent.ProtocolAMQP091},
+	BrokerRabbitMQ: {agent.ProtocolAMQP091, agent.ProtocolAMQP10},
 	BrokerNATS:     {agent.ProtocolNATS},
 }
 
@@ -48,13 +48,13 @@ var brokerProtocols = map[string][]string{
 func MessagingInfo() Info {
 	return Info{
 		Name: "messaging",
-		Summary: "request-response through a real broker (RabbitMQ over AMQP 0-9-1, or NATS) in the server site, paced: " +
+		Summary: "request-response through a real broker (RabbitMQ over AMQP 0-9-1 or AMQP 1.0, or NATS) in the server site, paced: " +
 			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart",
 		Params: []scenario.Field{
 			{Name: "broker", Kind: scenario.KindString, Enum: []string{BrokerRabbitMQ, BrokerNATS}, Default: BrokerRabbitMQ,
 				Doc: "rabbitmq (Debian's rabbitmq-server, its own node, epmd and directory, one per (repetition, datapath) group) or nats (Debian's nats-server)"},
-			{Name: "protocol", Kind: scenario.KindString, Enum: []string{agent.ProtocolAMQP091, agent.ProtocolNATS},
-				Doc: "amqp091 (rabbitmq; github.com/rabbitmq/amqp091-go) or nats (nats; github.com/nats-io/nats.go); unset: the broker's own"},
+			{Name: "protocol", Kind: scenario.KindString, Enum: []string{agent.ProtocolAMQP091, agent.ProtocolAMQP10, agent.ProtocolNATS},
+				Doc: "amqp091 (rabbitmq; github.com/rabbitmq/amqp091-go), amqp10 (rabbitmq through its rabbitmq_amqp1_0 plugin, which every RabbitMQ the workload starts enables; github.com/Azure/go-amqp) or nats (nats; github.com/nats-io/nats.go); unset: the broker's own"},
 			{Name: "pattern", Kind: scenario.KindString, Enum: []string{PatternRequestResponse}, Default: PatternRequestResponse,
 				Doc: "request-response: each request goes to a queue (subject), a responder beside the broker publishes its body back to the client's reply queue (inbox)"},
 			{Name: "rate", Kind: scenario.KindFloat, HasMin: true, Min: 0, List: true, Default: 100.0,
@@ -62,10 +62,10 @@ func MessagingInfo() Info {
 			{Name: "connections", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
 				Doc: "client connections to the broker, each with its own reply queue; the responder consumes on as many"},
 			{Name: "in_flight", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
-				Doc: "unanswered requests per connection (a request due with these out waits, and its wait counts); amqp091: also the consumers' prefetch"},
+				Doc: "unanswered requests per connection (a request due with these out waits, and its wait counts); amqp091: also the consumers' prefetch; amqp10: as many receiving links of credit one each (RabbitMQ 3.10's plugin overruns a larger credit)"},
 			sizeField("body_size", "request body bytes (the reply echoes it)", 1024),
 			{Name: "durable", Kind: scenario.KindBool, Default: false,
-				Doc: "amqp091 only: durable request queue and persistent messages (written to the broker's disk)"},
+				Doc: "amqp091 and amqp10: durable request queue and persistent messages (written to the broker's disk; amqp10: the durable header, sent pre-settled as amqp091's without confirms; its request queue is durable either way, as the plugin makes a shared queue)"},
 		},
 		New:         func() Workload { return Messaging{} },
 		CheckParams: checkMessagingParams,
@@ -149,7 +149,7 @@ func (w Messaging) Run(ctx context.Context, env Env) (*Result, error) {
 	inFlight := strconv.FormatInt(intParam(p, "in_flight", 1), 10)
 	durable, _ := p["durable"].(bool)
 
-	b, done, err := groupBroker(ctx, env, BrokerSpec{Kind: kind, Port: env.Port, MkdirTemp: env.MkdirTemp})
+	b, done, err := groupBroker(ctx, env, BrokerSpec{Kind: kind, Port: env.Port, Plugins: brokerPlugins(kind), MkdirTemp: env.MkdirTemp})
 	if err != nil {
 		return nil, fmt.Errorf("messaging: %w", err)
 	}
@@ -243,6 +243,15 @@ func groupBroker(ctx context.Context, env Env, spec BrokerSpec) (b *Broker, done
 			env.Shared.Drop(key)
 		}
 	}, nil
+}
+
+// brokerPlugins are the plugins a broker of kind starts with: for
+// RabbitMQ those of every protocol (rabbitmqPlugins), for NATS none.
+func brokerPlugins(kind string) []string {
+	if kind == BrokerRabbitMQ {
+		return rabbitmqPlugins()
+	}
+	return nil
 }
 
 // maxRSS samples a broker's RSS every 200 ms over a trial's window.

@@ -56,14 +56,20 @@ func pick(m map[string]float64, prefix string) map[string]float64 {
 	return out
 }
 
-// TestMessagingAchievesRate: through each real broker, over native and
-// WireGuard, a paced run achieves its offered rate within 1%, with no
-// error, timeout or late request; the broker's CPU and RSS are reported
-// as a server-site component.
+// TestMessagingAchievesRate: through each real broker and protocol
+// (RabbitMQ over AMQP 0-9-1 and over AMQP 1.0 through its plugin, NATS),
+// over native and WireGuard, a paced run achieves its offered rate within
+// 1%, with no error, timeout or late request; the broker's CPU and RSS
+// are reported as a server-site component.
 func TestMessagingAchievesRate(t *testing.T) {
 	for _, dp := range []string{"native", "wireguard"} {
-		for _, broker := range []string{workload.BrokerNATS, workload.BrokerRabbitMQ} {
-			t.Run(dp+"/"+broker, func(t *testing.T) {
+		for _, c := range []struct{ broker, protocol string }{
+			{workload.BrokerNATS, agent.ProtocolNATS},
+			{workload.BrokerRabbitMQ, agent.ProtocolAMQP091},
+			{workload.BrokerRabbitMQ, agent.ProtocolAMQP10},
+		} {
+			broker := c.broker
+			t.Run(dp+"/"+broker+"/"+c.protocol, func(t *testing.T) {
 				requireBroker(t, broker)
 				tb, link := datapathtest.Setup(t, netns.Spec{}, dp, nil)
 				const rate = 400.0
@@ -71,7 +77,7 @@ func TestMessagingAchievesRate(t *testing.T) {
 				// milliseconds at the window's end leaves requests late.
 				// One retry, the bound unchanged.
 				for try := 1; ; try++ {
-					m := runMessaging(t, tb, link, workload.Messaging{}, results.Params{"broker": broker, "rate": rate,
+					m := runMessaging(t, tb, link, workload.Messaging{}, results.Params{"broker": broker, "protocol": c.protocol, "rate": rate,
 						"connections": int64(2), "in_flight": int64(2), "body_size": int64(256)}, 2*time.Second, 500*time.Millisecond)
 					name := map[string]string{workload.BrokerRabbitMQ: "rabbitmq@b", workload.BrokerNATS: "nats-server@b"}[broker]
 					if c, ok := m[results.For(results.CPUCores, name)]; !ok || c <= 0 {
@@ -128,26 +134,31 @@ func TestMessagingWANDelay(t *testing.T) {
 }
 
 // TestMessagingResponderDelay: a responder that holds each reply for D
-// (RabbitMQ, one connection, one request in flight, requests 20 ms apart
-// so that none queues behind another unless the machine stalls for more
-// than 20 ms - D) makes the p50 D plus the path's own, within 3 ms. One
-// retry on this shared machine, the bound unchanged.
+// (RabbitMQ over AMQP 0-9-1 and over AMQP 1.0, one connection, one
+// request in flight, requests 20 ms apart so that none queues behind
+// another unless the machine stalls for more than 20 ms - D) makes the
+// p50 D plus the path's own, within 3 ms. One retry on this shared
+// machine, the bound unchanged.
 func TestMessagingResponderDelay(t *testing.T) {
-	requireBroker(t, workload.BrokerRabbitMQ)
-	tb, link := datapathtest.Setup(t, netns.Spec{}, "native", nil)
-	const delay = 5 * time.Millisecond
-	for try := 1; ; try++ {
-		m := runMessaging(t, tb, link, workload.Messaging{ResponderDelay: delay}, results.Params{"broker": workload.BrokerRabbitMQ, "rate": 50.0,
-			"connections": int64(1), "in_flight": int64(1), "body_size": int64(64)}, 2*time.Second, 500*time.Millisecond)
-		p50 := time.Duration(m[results.LatencyP50] * 1e9)
-		if p50 >= delay && p50 <= delay+3*time.Millisecond {
-			return
-		}
-		msg := fmt.Sprintf("p50 %v with a %v responder delay, want %v to %v", p50, delay, delay, delay+3*time.Millisecond)
-		if try == 2 {
-			t.Error(msg)
-			return
-		}
-		t.Logf("try %d: %s; retrying", try, msg)
+	for _, proto := range []string{agent.ProtocolAMQP091, agent.ProtocolAMQP10} {
+		t.Run(proto, func(t *testing.T) {
+			requireBroker(t, workload.BrokerRabbitMQ)
+			tb, link := datapathtest.Setup(t, netns.Spec{}, "native", nil)
+			const delay = 5 * time.Millisecond
+			for try := 1; ; try++ {
+				m := runMessaging(t, tb, link, workload.Messaging{ResponderDelay: delay}, results.Params{"broker": workload.BrokerRabbitMQ,
+					"protocol": proto, "rate": 50.0, "connections": int64(1), "in_flight": int64(1), "body_size": int64(64)}, 2*time.Second, 500*time.Millisecond)
+				p50 := time.Duration(m[results.LatencyP50] * 1e9)
+				if p50 >= delay && p50 <= delay+3*time.Millisecond {
+					return
+				}
+				msg := fmt.Sprintf("p50 %v with a %v responder delay, want %v to %v", p50, delay, delay, delay+3*time.Millisecond)
+				if try == 2 {
+					t.Error(msg)
+					return
+				}
+				t.Logf("try %d: %s; retrying", try, msg)
+			}
+		})
 	}
 }
