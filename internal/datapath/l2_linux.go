@@ -8,7 +8,6 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/spanperf/spanperf/internal/results"
 	"github.com/spanperf/spanperf/internal/scenario"
@@ -144,7 +143,7 @@ var l2Config = map[string]string{L2Macvlan: "MACVLAN", L2IPvlan: "IPVLAN"}
 // Check creates a parent and one child in a scratch namespace: the kernel
 // has the child kind, or the error says which kernel option is missing.
 func (d *L2Direct) Check(context.Context) error {
-	err := netns.Scratch(func(h *netlink.Handle) error {
+	return kernelPreflight(d.Kind, l2Config[d.Kind], "an "+d.Kind+" child", "", func(h *netlink.Handle) error {
 		if err := h.LinkAdd(d.ParentLink(1500)); err != nil {
 			return fmt.Errorf("parent: %w", err)
 		}
@@ -154,13 +153,6 @@ func (d *L2Direct) Check(context.Context) error {
 		}
 		return h.LinkAdd(d.ChildLink("probe0", p.Attrs().Index, -1))
 	})
-	if err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-			return notSupported("%s: kernel lacks CONFIG_%s (creating an %s child: %v)", d.Kind, l2Config[d.Kind], d.Kind, err)
-		}
-		return fmt.Errorf("%s: preflight: %w", d.Kind, err)
-	}
-	return nil
 }
 
 // CheckGateway accepts the gateway topology: each site routes the subnets

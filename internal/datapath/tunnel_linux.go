@@ -107,20 +107,31 @@ func (t *Tunnel) link(mtu int, local, remote netip.Addr, vtep int) netlink.Link 
 func (t *Tunnel) Check(context.Context) error {
 	lo := netip.MustParseAddr("198.18.255.1")
 	re := netip.MustParseAddr("198.18.255.2")
-	err := netns.Scratch(func(h *netlink.Handle) error {
+	return kernelPreflight(t.Kind, kconfig[t.Kind], "a "+t.Kind+" link", "", func(h *netlink.Handle) error {
 		l := t.link(1400, lo, re, 0)
 		if t.Kind == "vxlan" {
 			l.(*netlink.Vxlan).SrcAddr = nil
 		}
 		return h.LinkAdd(l)
 	})
-	if err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-			return notSupported("%s: kernel lacks CONFIG_%s (creating a %s link: %v)", t.Kind, kconfig[t.Kind], t.Kind, err)
+}
+
+// kernelPreflight runs add in a scratch namespace. An error the kernel
+// gives for a link kind it was built without (EOPNOTSUPP, ENOENT, EINVAL)
+// is ErrNotSupported naming CONFIG_config: "NAME: kernel lacks
+// CONFIG_X (creating WHAT: ERR; HINT)"; any other is a failed preflight.
+func kernelPreflight(name, config, what, hint string, add func(h *netlink.Handle) error) error {
+	err := netns.Scratch(add)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL):
+		if hint != "" {
+			hint = "; " + hint
 		}
-		return fmt.Errorf("%s: preflight: %w", t.Kind, err)
+		return notSupported("%s: kernel lacks CONFIG_%s (creating %s: %v%s)", name, config, what, err, hint)
 	}
-	return nil
+	return fmt.Errorf("%s: preflight: %w", name, err)
 }
 
 // CheckGateway accepts the gateway topology: every kind routes.

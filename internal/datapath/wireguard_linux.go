@@ -159,16 +159,9 @@ func (w *WireGuard) implementation() (string, error) {
 
 // checkWireGuardKernel creates a wireguard link in a scratch namespace.
 func checkWireGuardKernel() error {
-	err := netns.Scratch(func(h *netlink.Handle) error {
+	return kernelPreflight("wireguard", "WIREGUARD", "a wireguard link", "Debian kernels ship it in linux-image-*; or use implementation userspace", func(h *netlink.Handle) error {
 		return h.LinkAdd(&netlink.Wireguard{LinkAttrs: netlink.LinkAttrs{Name: "wg-check"}})
 	})
-	if err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {
-			return notSupported("wireguard: kernel lacks CONFIG_WIREGUARD (creating a wireguard link: %v; Debian kernels ship it in linux-image-*; or use implementation userspace)", err)
-		}
-		return fmt.Errorf("wireguard: kernel preflight: %w", err)
-	}
-	return nil
 }
 
 // checkWireGuardGo looks for wireguard-go and the TUN device it needs.
