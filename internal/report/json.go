@@ -212,6 +212,8 @@ type jsonReport struct {
 	Baseline  string          `json:"baseline"`
 	Summaries []MetricSummary `json:"summaries"`
 	Failures  []jsonFailure   `json:"failures,omitempty"`
+	// Sizing holds every run's sizing tables (see Sizing), as data.
+	Sizing    []SizingTable   `json:"sizing,omitempty"`
 	Reference []jsonReference `json:"reference,omitempty"`
 }
 
@@ -259,6 +261,16 @@ func JSON(w io.Writer, runs []Run, opts Options) error {
 			Records: len(run.Records), Warnings: runWarnings(run)})
 	}
 	doc.Failures = l.failures()
+	for i, run := range runs {
+		tables, err := SizingTables(run.Records, SizingOptions{Baseline: l.baseline, Cells: SizingCells(scenarioOf(run).SizingCells)})
+		if err != nil {
+			return fmt.Errorf("json report: %s: %w", l.labels[i], err)
+		}
+		for _, t := range tables {
+			t.Run = l.labels[i]
+			doc.Sizing = append(doc.Sizing, t)
+		}
+	}
 	for _, src := range referenceSources(opts.Reference) {
 		ref := jsonReference{Label: ReferenceLabel(src)}
 		for _, r := range opts.Reference {

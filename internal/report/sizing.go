@@ -99,57 +99,30 @@ func Sizing(w io.Writer, recs []results.Record, opts SizingOptions) (printed boo
 	if err != nil {
 		return false, err
 	}
-	sweeps := buildSweeps(recs)
-	if len(sweeps) == 0 {
-		return false, nil
+	tables, err := SizingTables(recs, opts)
+	if err != nil || len(tables) == 0 {
+		return false, err
 	}
-	base := baselineCells(recs, opts.Baseline)
 	var buf bytes.Buffer
 	anyFailed, anyUnsustained, anyBaseline := false, false, false
-	for i, sw := range sweeps {
+	for i, t := range tables {
 		if i > 0 {
 			buf.WriteByte('\n')
 		}
-		title := "sizing: " + sw.datapath + " " + sw.workload
-		if sw.params != "" {
-			title += " " + sw.params
+		title := "sizing: " + t.Datapath + " " + t.Workload
+		if t.Params != "" {
+			title += " " + t.Params
 		}
 		buf.WriteString(title + "\n")
 		tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
-		header := []string{"offered rate"}
-		for _, c := range sw.columns {
-			header = append(header, c.label)
-		}
-		baseKey := func(rate float64) string { return sw.workload + "|" + sw.params + "|" + results.FormatValue(rate) }
-		withBase := false
-		if sw.datapath != opts.Baseline {
-			for _, rate := range sw.rates {
-				withBase = withBase || len(base[baseKey(rate)]) > 0
-			}
-		}
-		if withBase {
-			header = append(header, opts.Baseline+" (no limit)")
-			anyBaseline = true
-		}
-		writeRow(tw, header)
-		for _, rate := range sw.rates {
-			var row []results.Record
-			for _, c := range sw.columns {
-				row = append(row, sw.cells[cellKey{rate, c.key}]...)
-			}
-			offered := offeredRate(rate, row)
-			line := []string{FormatValue(results.TransactionsPerS, offered)}
-			add := func(recs []results.Record) {
-				text, failed, unsustained := sizingCell(offered, recs, cells)
-				anyFailed = anyFailed || failed
-				anyUnsustained = anyUnsustained || unsustained
-				line = append(line, text)
-			}
-			for _, c := range sw.columns {
-				add(sw.cells[cellKey{rate, c.key}])
-			}
-			if withBase {
-				add(base[baseKey(rate)])
+		anyBaseline = anyBaseline || t.Baseline != ""
+		writeRow(tw, append([]string{"offered rate"}, t.Columns...))
+		for _, row := range t.Rows {
+			line := []string{FormatValue(results.TransactionsPerS, float64(row.OfferedPerS))}
+			for _, c := range row.Cells {
+				anyFailed = anyFailed || c.Failed > 0 && c.Failed < c.Trials
+				anyUnsustained = anyUnsustained || c.Sustained != nil && !*c.Sustained
+				line = append(line, c.Text)
 			}
 			writeRow(tw, line)
 		}
@@ -174,6 +147,98 @@ func Sizing(w io.Writer, recs []results.Record, opts SizingOptions) (printed boo
 		return false, fmt.Errorf("write sizing table: %w", err)
 	}
 	return true, nil
+}
+
+// SizingTable is one table Sizing prints, as data (the JSON report's
+// "sizing"): a paced workload point of one datapath, a row per offered
+// rate, a column per CPU limit, and the baseline's column when there is
+// one.
+type SizingTable struct {
+	// Run labels the run in a report of several; empty from SizingTables.
+	Run      string `json:"run,omitempty"`
+	Datapath string `json:"datapath"`
+	Workload string `json:"workload"`
+	// Params is the point's other parameters (params.Key()).
+	Params string `json:"params"`
+	// Columns label the cells of every row: "COMPONENT CORES[, ...]", and
+	// last "BASELINE (no limit)" when Baseline is set.
+	Columns  []string `json:"columns"`
+	Baseline string   `json:"baseline,omitempty"`
+	// Cells says what a cell's Low and High are: "p50-p99" or "mean-max".
+	Cells string      `json:"cells"`
+	Rows  []SizingRow `json:"rows"`
+}
+
+// SizingRow is one offered rate of a SizingTable.
+type SizingRow struct {
+	// OfferedPerS is the median target_rate of the row's records, else
+	// the rate parameter.
+	OfferedPerS Float        `json:"offered_per_s"`
+	Cells       []SizingCell `json:"cells"`
+}
+
+// SizingCell is one cell of a SizingTable: the medians over its
+// successful trials.
+type SizingCell struct {
+	// Text is what the printed table shows.
+	Text string `json:"text"`
+	// Trials and Failed count the cell's trials and the failed ones.
+	Trials int `json:"trials"`
+	Failed int `json:"failed,omitempty"`
+	// AchievedPerS is the median achieved rate; Sustained says whether it
+	// was at least results.SustainedFraction of the offered rate (nil
+	// without one).
+	AchievedPerS *Float `json:"achieved_per_s,omitempty"`
+	Sustained    *bool  `json:"sustained,omitempty"`
+	// LowS and HighS are the median latencies the cell shows, in seconds:
+	// p50 and p99, or mean and max (SizingTable.Cells).
+	LowS  *Float `json:"low_s,omitempty"`
+	HighS *Float `json:"high_s,omitempty"`
+}
+
+// SizingTables returns the tables Sizing prints, as data, in its order
+// (see Sizing for what qualifies and what a cell holds).
+func SizingTables(recs []results.Record, opts SizingOptions) ([]SizingTable, error) {
+	cells, err := ParseSizingCells(string(opts.Cells))
+	if err != nil {
+		return nil, err
+	}
+	base := baselineCells(recs, opts.Baseline)
+	var out []SizingTable
+	for _, sw := range buildSweeps(recs) {
+		t := SizingTable{Datapath: sw.datapath, Workload: sw.workload, Params: sw.params, Cells: string(cells)}
+		for _, c := range sw.columns {
+			t.Columns = append(t.Columns, c.label)
+		}
+		baseKey := func(rate float64) string { return sw.workload + "|" + sw.params + "|" + results.FormatValue(rate) }
+		if sw.datapath != opts.Baseline {
+			for _, rate := range sw.rates {
+				if len(base[baseKey(rate)]) > 0 {
+					t.Baseline = opts.Baseline
+				}
+			}
+		}
+		if t.Baseline != "" {
+			t.Columns = append(t.Columns, opts.Baseline+" (no limit)")
+		}
+		for _, rate := range sw.rates {
+			var all []results.Record
+			for _, c := range sw.columns {
+				all = append(all, sw.cells[cellKey{rate, c.key}]...)
+			}
+			offered := offeredRate(rate, all)
+			row := SizingRow{OfferedPerS: Float(offered)}
+			for _, c := range sw.columns {
+				row.Cells = append(row.Cells, sizingCell(offered, sw.cells[cellKey{rate, c.key}], cells))
+			}
+			if t.Baseline != "" {
+				row.Cells = append(row.Cells, sizingCell(offered, base[baseKey(rate)], cells))
+			}
+			t.Rows = append(t.Rows, row)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // baselineCells groups the paced records of the baseline datapath that
@@ -316,21 +381,20 @@ func buildSweeps(recs []results.Record) []*sweep {
 	return order
 }
 
-// sizingCell renders one cell at offered rate and says whether some of
-// its trials failed and whether it was not sustained.
-func sizingCell(offered float64, recs []results.Record, cells SizingCells) (text string, failed, unsustained bool) {
+// sizingCell summarizes one cell at offered rate.
+func sizingCell(offered float64, recs []results.Record, cells SizingCells) SizingCell {
+	c := SizingCell{Text: "–", Trials: len(recs)}
 	if len(recs) == 0 {
-		return "–", false, false
+		return c
 	}
 	lo, hi := results.LatencyP50, results.LatencyP99
 	if cells == SizingMeanMax {
 		lo, hi = results.LatencyMean, results.LatencyMax
 	}
 	var rate, a, b []float64
-	nfailed := 0
 	for _, r := range recs {
 		if r.Error != "" {
-			nfailed++
+			c.Failed++
 			continue
 		}
 		if v, ok := achievedRate(r); ok {
@@ -343,22 +407,32 @@ func sizingCell(offered float64, recs []results.Record, cells SizingCells) (text
 			b = append(b, v)
 		}
 	}
-	if nfailed == len(recs) {
-		return "failed", false, false
+	if c.Failed == len(recs) {
+		c.Text = "failed"
+		return c
 	}
 	mark := ""
-	if nfailed > 0 {
-		mark, failed = "*", true
+	if c.Failed > 0 {
+		mark = "*"
 	}
-	achieved := stats.Summarize(rate)
-	if achieved.N > 0 && achieved.Median < results.SustainedFraction*offered {
-		return "not sustained (" + FormatValue(results.TransactionsPerS, achieved.Median) + ")" + mark, failed, true
+	achieved, sa, sb := stats.Summarize(rate), stats.Summarize(a), stats.Summarize(b)
+	if achieved.N > 0 {
+		v, ok := Float(achieved.Median), achieved.Median >= results.SustainedFraction*offered
+		c.AchievedPerS, c.Sustained = &v, &ok
 	}
-	sa, sb := stats.Summarize(a), stats.Summarize(b)
-	if sa.N == 0 || sb.N == 0 || achieved.N == 0 {
-		return "–" + mark, failed, false
+	if sa.N > 0 && sb.N > 0 {
+		l, h := Float(sa.Median), Float(sb.Median)
+		c.LowS, c.HighS = &l, &h
 	}
-	return FormatValue(lo, sa.Median) + " / " + FormatValue(hi, sb.Median) + mark, failed, false
+	switch {
+	case c.Sustained != nil && !*c.Sustained:
+		c.Text = "not sustained (" + FormatValue(results.TransactionsPerS, achieved.Median) + ")" + mark
+	case c.LowS == nil || achieved.N == 0:
+		c.Text = "–" + mark
+	default:
+		c.Text = FormatValue(lo, sa.Median) + " / " + FormatValue(hi, sb.Median) + mark
+	}
+	return c
 }
 
 // numeric returns a parameter value as a number: records built in memory

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -336,5 +337,52 @@ func TestSizingInMarkdown(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "## Sizing\n\n```\n"+want.String()+"```\n") {
 		t.Errorf("markdown lacks the sizing tables:\n%s", md.String())
+	}
+}
+
+// The JSON report carries the sizing tables as data: the same cells as
+// the printed ones, with the medians behind them.
+func TestSizingInJSON(t *testing.T) {
+	var out bytes.Buffer
+	run := Run{Dir: "runs/r1", Records: workloadSizingRecords()}
+	if err := JSON(&out, []Run{run}, Options{Baseline: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Sizing []SizingTable `json:"sizing"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	want, err := SizingTables(run.Records, SizingOptions{Baseline: "native"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Sizing) != len(want) || len(want) != 4 {
+		t.Fatalf("%d tables in the JSON, %d printed; want 4 (http, pgbench, rr, messaging)", len(doc.Sizing), len(want))
+	}
+	for _, tb := range doc.Sizing {
+		if tb.Workload != "http" {
+			continue
+		}
+		if tb.Run != "r1" || tb.Baseline != "native" || tb.Cells != "p50-p99" || len(tb.Rows) != 3 {
+			t.Fatalf("http table %+v", tb)
+		}
+		// native http at 1000/s: p50 median 121 µs, p99 610 µs (see
+		// TestSizingWorkloadsKnownAnswers); the 0.5-core cell holds 1000/s
+		// and not 2000/s.
+		base := tb.Rows[0].Cells[len(tb.Rows[0].Cells)-1]
+		if base.LowS == nil || math.Abs(float64(*base.LowS)-121e-6) > 1e-9 || math.Abs(float64(*base.HighS)-610e-6) > 1e-9 || base.Text != "121 µs / 610 µs" {
+			t.Errorf("baseline cell at 1000/s %+v, want 121 µs / 610 µs", base)
+		}
+		if c := tb.Rows[0].Cells[0]; c.Sustained == nil || !*c.Sustained {
+			t.Errorf("relay 0.5 at 1000/s %+v, want sustained", c)
+		}
+		if c := tb.Rows[1].Cells[0]; c.Sustained == nil || *c.Sustained || !strings.HasPrefix(c.Text, "not sustained") {
+			t.Errorf("relay 0.5 at 2000/s %+v, want not sustained", c)
+		}
+		if c := tb.Rows[1].Cells[len(tb.Rows[1].Cells)-1]; c.Failed != 1 || c.Trials != 3 {
+			t.Errorf("baseline at 2000/s %+v, want 1 of 3 trials failed", c)
+		}
 	}
 }
