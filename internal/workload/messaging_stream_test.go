@@ -80,7 +80,8 @@ func TestMessagingStreamAchievesRate(t *testing.T) {
 // broker and each delivery crosses it back. Tolerance: the base's own
 // noise and the emulator's lateness, -1 ms to +3 ms around 2d + base
 // (measured here: base 2.1 ms, 12.4 ms with d = 5 ms; base 2.8 ms, 42.2
-// ms with d = 20 ms).
+// ms with d = 20 ms). Then a timeout bound of d counts every message as a
+// timeout at each consumer (the bound is a known answer too).
 func TestMessagingStreamWANDelay(t *testing.T) {
 	requireBroker(t, workload.BrokerRabbitMQ)
 	tb, link := datapathtest.Setup(t, netns.Spec{}, "wireguard", nil)
@@ -95,6 +96,19 @@ func TestMessagingStreamWANDelay(t *testing.T) {
 	p50 := time.Duration(m[results.LatencyP50] * 1e9)
 	if want := 2*d + base; p50 < want-time.Millisecond || p50 > want+3*time.Millisecond {
 		t.Errorf("p50 %v with a %v one-way delay and a base of %v, want 2d + base = %v, -1 ms to +3 ms", p50, d, base, want)
+	}
+	// A bound of d, shorter than the 2d any message takes: every
+	// message of the window is a timeout at each consumer, none is in
+	// time, and the window's messages are its rate times its length.
+	const window = time.Second
+	m = runMessaging(t, tb, link, workload.Messaging{StreamTimeout: d}, streamParams(), window, 500*time.Millisecond)
+	sent, rate := m["messages"], streamParams()["rate"].(float64)
+	if m[results.Timeouts] != 2*sent || m[results.RequestsPerS] != 0 || m[results.Sustained] != 0 || m[results.Errors] != 0 {
+		t.Errorf("with a %v bound: timeouts %g, want 2 × %g messages; requests/s %g, sustained %g, errors %g, want 0",
+			d, m[results.Timeouts], sent, m[results.RequestsPerS], m[results.Sustained], m[results.Errors])
+	}
+	if want := rate * window.Seconds(); math.Abs(sent-want) > 0.01*want {
+		t.Errorf("%g messages in the window, want %g within 1%%", sent, want)
 	}
 }
 
