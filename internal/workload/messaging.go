@@ -46,7 +46,8 @@ func MessagingInfo() Info {
 	return Info{
 		Name: "messaging",
 		Summary: "request-response through a real broker (RabbitMQ over AMQP 0-9-1, or NATS) in the server site, paced: " +
-			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart",
+			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart; " +
+			"pattern stream: a paced producer and consumers of a RabbitMQ stream (the Kafka benchmark's shape)",
 		Params: []scenario.Field{
 			{Name: "broker", Kind: scenario.KindString, Enum: []string{BrokerRabbitMQ, BrokerNATS}, Default: BrokerRabbitMQ,
 				Doc: "rabbitmq (Debian's rabbitmq-server, its own node, epmd and directory per trial) or nats (Debian's nats-server)"},
