@@ -19,16 +19,19 @@ import (
 const PatternStream = "stream"
 
 // consumersField is the messaging workload's consumers parameter.
-var consumersField = scenario.Field{Name: "consumers", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
-	Doc: "pattern stream: consumers, each on its own connection reading every message from where the trial starts (its own offset, as a Kafka consumer group of its own)"}
+// It has no default in the catalog, so that request-response trials do
+// not carry it among their parameters (nor change their labels); unset
+// means 1.
+var consumersField = scenario.Field{Name: "consumers", Kind: scenario.KindInt, HasMin: true, Min: 1, List: true,
+	Doc: "pattern stream: consumers (unset: 1), each on its own connection reading every message from where the trial starts (its own offset, as a Kafka consumer group of its own)"}
 
 // checkStreamParams refuses what pattern stream cannot do, and consumers
 // with another pattern. Defaults are applied, so a key at its default is
-// not a choice.
+// not a choice (consumers has none: set at all, it is one).
 func checkStreamParams(p results.Params) error {
 	var errs []error
 	if stringParam(p, "pattern", PatternRequestResponse) != PatternStream {
-		if intParam(p, "consumers", 1) != 1 {
+		if _, ok := p["consumers"]; ok {
 			errs = append(errs, &scenario.FieldError{Key: "consumers", Msg: "applies to pattern stream only (request-response: connections)"})
 		}
 		return errors.Join(errs...)
