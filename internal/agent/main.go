@@ -20,6 +20,7 @@ import (
 //	http --target ADDR:PORT --protocol http1|http2 [--rate R] [options]   HTTP client
 //	messaging-respond --protocol amqp091|amqp10|nats --target HOST:PORT [--consumers N] [--in-flight N] [--durable] [--delay D]   answer each request through a broker with its body
 //	messaging --protocol amqp091|amqp10|nats --target HOST:PORT --rate R [--connections N] [--in-flight N] [--body-size B] [--durable] --duration D [--warmup D]   paced request-response through a broker, result as JSON
+//	messaging-stream --target HOST:PORT --rate R [--consumers N] [--body-size B] --duration D [--warmup D]   a paced producer and N consumers of a RabbitMQ stream, result as JSON
 //	nodeprobe [--spec JSON] | --wait   the node probe (package nodeprobe): spec on stdin, one JSON result
 //	burn --cores X --duration D   spin X CPUs' worth for D (a known cost)
 //	firstup [--interval D] [--timeout D]   read HOST:PORT on stdin, probe it until a transaction succeeds (tunnel-up)
@@ -44,7 +45,7 @@ import (
 // process.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|messaging|messaging-respond|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|failover|relay|hold|hold-serve [flags]")
+		fmt.Fprintln(stderr, "usage: spanperf agent serve|client|http-serve|http|messaging|messaging-respond|messaging-stream|sleep|run|write|cat|rm|cpu|listening|signal|nodeprobe|burn|wanemu|firstup|failover|relay|hold|hold-serve [flags]")
 		return 2
 	}
 	switch args[0] {
@@ -66,6 +67,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return httpMain(args, stdout, stderr)
 	case "messaging", "messaging-respond":
 		return messagingMain(args, stdout, stderr)
+	case "messaging-stream":
+		return messagingStreamMain(args[1:], stdout, stderr)
 	case "sleep", "run", "write", "cat", "rm", "cpu", "listening", "signal":
 		return podMain(args, os.Stdin, stdout, stderr)
 	case "serve":

@@ -65,13 +65,20 @@ type BrokerSpec struct {
 	// MkdirTemp makes the broker's directory (Env.MkdirTemp); nil means
 	// os.MkdirTemp.
 	MkdirTemp func(kind string) (string, error)
+	// Stream (RabbitMQ only) makes Port the stream protocol's port (the
+	// rabbitmq_stream plugin, RabbitMQStreamConfig) and AMQP listen
+	// nowhere; AdvertisedHost is the address the broker tells stream
+	// clients it is at (its own address in its site; unset, 127.0.0.1).
+	Stream         bool
+	AdvertisedHost string
 }
 
 // sameBroker reports whether a broker started from s serves a trial that
-// asks for o: same kind, port and extra config, and every plugin o wants
-// enabled (the directory is the broker's own either way).
+// asks for o: same kind, port, extra config and stream listener (a stream
+// broker has no AMQP listener), and every plugin o wants enabled (the directory is the broker's own either way).
 func (s BrokerSpec) sameBroker(o BrokerSpec) bool {
 	return s.Kind == o.Kind && s.Port == o.Port && s.ExtraConfig == o.ExtraConfig &&
+		s.Stream == o.Stream && s.AdvertisedHost == o.AdvertisedHost &&
 		!slices.ContainsFunc(o.Plugins, func(p string) bool { return !slices.Contains(s.Plugins, p) })
 }
 
@@ -82,8 +89,8 @@ func (s BrokerSpec) Validate() error {
 		return fmt.Errorf("broker %q: want %s or %s", s.Kind, BrokerRabbitMQ, BrokerNATS)
 	case s.Port <= 0 || s.Port > 65535:
 		return fmt.Errorf("broker port %d out of range", s.Port)
-	case s.Kind == BrokerNATS && len(s.Plugins) > 0:
-		return errors.New("broker nats takes no plugins")
+	case s.Kind == BrokerNATS && (len(s.Plugins) > 0 || s.Stream):
+		return errors.New("broker nats takes no plugins (nor streams)")
 	case s.Kind == BrokerRabbitMQ && s.Port == epmdPort:
 		return fmt.Errorf("broker port %d is epmd's", s.Port)
 	}
@@ -276,9 +283,10 @@ func (b *Broker) startRabbitMQ(ctx context.Context, site testbed.Site) error {
 		return err
 	}
 	dir := b.dir
-	plugins := "[" + strings.Join(b.spec.Plugins, ",") + "].\n"
+	conf, pl := rabbitmqConfigFor(b.spec)
+	plugins := "[" + strings.Join(pl, ",") + "].\n"
 	files := map[string]string{
-		"rabbitmq.conf":     RabbitMQConfig(b.spec.Port) + b.spec.ExtraConfig,
+		"rabbitmq.conf":     conf + b.spec.ExtraConfig,
 		"advanced.config":   "[].\n",
 		"rabbitmq-env.conf": "",
 		"enabled_plugins":   plugins,
@@ -406,14 +414,15 @@ var (
 // BrokerLogError returns the line of a broker's log (stdout and stderr)
 // that says why it failed to start, trimmed to 300 bytes. For RabbitMQ,
 // its first error message with the detail lines ("  - ...") that follow
-// it (a configuration error names the key and the value), else its
+// it (a configuration error names the key and the value; a listener that
+// failed, its address and the reason, without its listen options), else its
 // "Error during startup" or "Kernel pid terminated" line; for NATS, its
 // fatal line or its command-line or config error (which names the config
 // file's line). With none of those, the last non-empty line.
 func BrokerLogError(kind, log string) string {
 	if kind == BrokerRabbitMQ {
 		if msg := rabbitmqFirstError(log); msg != "" {
-			return truncate(msg, 300)
+			return truncate(shortenRabbitMQError(msg), 300)
 		}
 	}
 	pats := natsFailure

@@ -167,7 +167,8 @@ func TestBrokerStartFails(t *testing.T) {
 
 // TestBrokerLogErrorGolden reads the broker logs captured in
 // testdata/drivers/broker-KIND-NAME.txt (RabbitMQ 3.10 with a bad value
-// of listeners.tcp.default; nats-server 2.9 with a bad max_payload, a
+// of listeners.tcp.default, and with its stream port taken; nats-server
+// 2.9 with a bad max_payload, a
 // config syntax error, an unreadable config) and checks the line
 // BrokerLogError picks against broker-KIND-NAME.golden (-update rewrites).
 func TestBrokerLogErrorGolden(t *testing.T) {

@@ -49,21 +49,24 @@ func MessagingInfo() Info {
 	return Info{
 		Name: "messaging",
 		Summary: "request-response through a real broker (RabbitMQ over AMQP 0-9-1 or AMQP 1.0, or NATS) in the server site, paced: " +
-			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart",
+			"requests/s (each two message transfers), latency from the intended send time, errors, timeouts; the broker's CPU and RSS apart; " +
+			"pattern stream: a paced producer and consumers of a RabbitMQ stream (the Kafka benchmark's shape)",
 		Params: []scenario.Field{
 			{Name: "broker", Kind: scenario.KindString, Enum: []string{BrokerRabbitMQ, BrokerNATS}, Default: BrokerRabbitMQ,
 				Doc: "rabbitmq (Debian's rabbitmq-server, its own node, epmd and directory, one per (repetition, datapath) group) or nats (Debian's nats-server)"},
 			{Name: "protocol", Kind: scenario.KindString, Enum: []string{agent.ProtocolAMQP091, agent.ProtocolAMQP10, agent.ProtocolNATS},
 				Doc: "amqp091 (rabbitmq; github.com/rabbitmq/amqp091-go), amqp10 (rabbitmq through its rabbitmq_amqp1_0 plugin, which every RabbitMQ the workload starts enables; github.com/Azure/go-amqp) or nats (nats; github.com/nats-io/nats.go); unset: the broker's own"},
-			{Name: "pattern", Kind: scenario.KindString, Enum: []string{PatternRequestResponse}, Default: PatternRequestResponse,
-				Doc: "request-response: each request goes to a queue (subject), a responder beside the broker publishes its body back to the client's reply queue (inbox)"},
+			{Name: "pattern", Kind: scenario.KindString, Enum: []string{PatternRequestResponse, PatternStream}, Default: PatternRequestResponse,
+				Doc: "request-response: each request goes to a queue (subject), a responder beside the broker publishes its body back to the client's reply queue (inbox); " +
+					"stream (rabbitmq): a producer appends to a RabbitMQ stream at rate, consumers read it all, latency from each message's intended send time to each consumer"},
 			{Name: "rate", Kind: scenario.KindFloat, HasMin: true, Min: 0, List: true, Default: 100.0,
 				Doc: "offered requests/s across all connections, paced; latency from each request's intended send time to its reply"},
 			{Name: "connections", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
 				Doc: "client connections to the broker, each with its own reply queue; the responder consumes on as many"},
 			{Name: "in_flight", Kind: scenario.KindInt, Default: int64(1), HasMin: true, Min: 1, List: true,
 				Doc: "unanswered requests per connection (a request due with these out waits, and its wait counts); amqp091: also the consumers' prefetch; amqp10: as many receiving links of credit one each (RabbitMQ 3.10's plugin overruns a larger credit)"},
-			sizeField("body_size", "request body bytes (the reply echoes it)", 1024),
+			consumersField,
+			sizeField("body_size", "request body bytes (the reply echoes it); stream: message body bytes, ≥ 16", 1024),
 			{Name: "durable", Kind: scenario.KindBool, Default: false,
 				Doc: "amqp091 and amqp10: durable request queue and persistent messages (written to the broker's disk; amqp10: the durable header, sent pre-settled as amqp091's without confirms; its request queue is durable either way, as the plugin makes a shared queue)"},
 		},
@@ -87,7 +90,7 @@ func checkMessagingParams(p results.Params) error {
 	if r, ok := p["rate"]; ok && floatParam(results.Params{"rate": r}, "rate", 0) <= 0 {
 		errs = append(errs, &scenario.FieldError{Key: "rate", Msg: "must be > 0: messaging is paced"})
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, checkStreamParams(p))...)
 }
 
 // Messaging is the messaging workload. Its zero value is what `type:
@@ -97,6 +100,10 @@ type Messaging struct {
 	// publishes it: a responder of known latency, for known-answer tests.
 	// It is not a scenario parameter.
 	ResponderDelay time.Duration
+	// StreamTimeout, when > 0, is how long after its intended send time
+	// a stream message may reach a consumer before it is a timeout (the
+	// agent's default is 10 s): for tests. Not a scenario parameter.
+	StreamTimeout time.Duration
 }
 
 var (
@@ -142,7 +149,11 @@ func (w Messaging) Run(ctx context.Context, env Env) (*Result, error) {
 	}
 	kind := stringParam(p, "broker", BrokerRabbitMQ)
 	proto := stringParam(p, "protocol", brokerProtocols[kind][0])
-	if pat := stringParam(p, "pattern", PatternRequestResponse); pat != PatternRequestResponse {
+	switch pat := stringParam(p, "pattern", PatternRequestResponse); pat {
+	case PatternStream:
+		return w.runStream(ctx, env)
+	case PatternRequestResponse:
+	default:
 		return nil, fmt.Errorf("messaging: pattern %q not supported", pat)
 	}
 	conns := strconv.FormatInt(intParam(p, "connections", 1), 10)

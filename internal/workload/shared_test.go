@@ -76,6 +76,7 @@ func TestSameBroker(t *testing.T) {
 		{BrokerSpec{Kind: BrokerNATS, Port: 7100}, false},
 		{BrokerSpec{Kind: BrokerRabbitMQ, Port: 7101}, false},
 		{BrokerSpec{Kind: BrokerRabbitMQ, Port: 7100, ExtraConfig: "x = y\n"}, false},
+		{BrokerSpec{Kind: BrokerRabbitMQ, Port: 7100, Stream: true, AdvertisedHost: "198.18.2.2"}, false},
 	} {
 		if got := kept.sameBroker(c.want); got != c.same {
 			t.Errorf("%+v serves %+v: %v, want %v", kept, c.want, got, c.same)
