@@ -113,6 +113,9 @@ type httpLoop struct {
 	events         []unix.EpollEvent
 	measuring      bool
 	stopping       bool
+	// polled says the last wait found a socket ready within pollMax, so
+	// the next one polls before it sleeps (closed loop).
+	polled bool
 }
 
 const (
@@ -129,6 +132,10 @@ const (
 	// coalesceMax is the widest gap between a loop's due times at which
 	// it still wakes once per gap rather than per request.
 	coalesceMax = 50 * time.Microsecond
+	// pollMax is how long a closed loop polls for ready sockets, yielding
+	// the CPU between polls, before it sleeps in epoll: about what one
+	// sleep and wake-up cost on this VM.
+	pollMax = 10 * time.Microsecond
 )
 
 // HTTP/2 frame types and flags used here (RFC 9113 §6).
@@ -519,7 +526,16 @@ func (l *httpLoop) run() {
 			l.expire(now)
 			lastExpire = now
 		}
-		n := l.wait(wait)
+		n := 0
+		if !paced {
+			n = l.poll()
+		}
+		if n == 0 {
+			n = l.wait(wait)
+			if !paced {
+				l.polled = l.now()-now < int64(2*pollMax)
+			}
+		}
 		now = l.now()
 		for _, ev := range l.events[:n] {
 			c := l.conns[ev.Fd]
@@ -578,6 +594,36 @@ func (l *httpLoop) wait(ns int64) int {
 		return 0
 	}
 	return int(n)
+}
+
+// poll looks for ready sockets without sleeping, for up to pollMax,
+// yielding the CPU between looks, while the last wait found one that soon
+// (polled); it returns how many it found. A closed loop answers a response
+// in less time than the server takes for the next, so it often finds
+// nothing ready, and sleeping then costs more than waiting: the loop's own
+// sleep and wake-up, and the server's wake-up of it, which on a VM is an
+// interprocessor interrupt or, on a shared core, a preemption of the
+// server. Measured against one nginx worker on a loaded 2-core VM, polling
+// cut the client's sleeps from 0.6–0.76 per request to under 0.01, the
+// server's preemptions from 0.7–0.8 per request to 0.01–0.05, and the
+// client's CPU per request by a quarter. Yielding between looks gives a
+// core shared with the server to the server. When responses come slower
+// than pollMax, one look fails and the loop sleeps as before.
+func (l *httpLoop) poll() int {
+	if !l.polled {
+		return 0
+	}
+	start := l.now()
+	for {
+		if n := l.wait(0); n > 0 {
+			return n
+		}
+		if l.now()-start > int64(pollMax) {
+			l.polled = false
+			return 0
+		}
+		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
 }
 
 // readable reads what c has and parses it.
