@@ -605,9 +605,9 @@ func (l *httpLoop) wait(ns int64) int {
 // sleep and wake-up, and the server's wake-up of it, which on a VM is an
 // interprocessor interrupt or, on a shared core, a preemption of the
 // server. Measured against one nginx worker on a loaded 2-core VM, polling
-// cut the client's sleeps from 0.6–0.76 per request to under 0.01, the
-// server's preemptions from 0.7–0.8 per request to 0.01–0.05, and the
-// client's CPU per request by a quarter. Yielding between looks gives a
+// cut the client's sleeps from 0.6–0.9 per request to about 0.05, the
+// server's preemptions from 0.7–0.8 per request to about 0.05, and the
+// client's CPU per request by 10–30%. Yielding between looks gives a
 // core shared with the server to the server. When responses come slower
 // than pollMax, one look fails and the loop sleeps as before.
 func (l *httpLoop) poll() int {
