@@ -26,8 +26,10 @@ import (
 // WINDOW_UPDATE, GOAWAY, RST_STREAM) with HPACK from x/net for the
 // response headers. TLS stays on net/http (crypto/tls).
 //
-// Pacing sleeps in epoll_pwait2 with a nanosecond timeout and 1 ns timer
-// slack until the next due time, and does not spin: spinning would cost
+// Pacing sleeps in clock_nanosleep with 1 ns timer slack until the next
+// due time, then takes the sockets that became ready from epoll without
+// waiting (responses carry the kernel's receive time: httpstamp_linux.go),
+// and does not spin: spinning would cost
 // more CPU per request than the request itself. The kernel's wake-up
 // lateness therefore counts into the corrected latency, as in wrk2, and is
 // reported as send lag. When a loop's requests are due less than
@@ -113,6 +115,9 @@ type httpLoop struct {
 	events         []unix.EpollEvent
 	measuring      bool
 	stopping       bool
+	// sr reads a paced loop's responses with their receive times (see
+	// httpstamp_linux.go).
+	sr stampReader
 	// polled says the last wait found a socket ready within pollMax, so
 	// the next one polls before it sleeps (closed loop).
 	polled bool
@@ -218,6 +223,12 @@ func (l *httpLoop) connect(c *loopConn) error {
 	if err := unix.SetNonblock(rc.fd, true); err != nil {
 		unix.Close(rc.fd)
 		return err
+	}
+	if l.period > 0 {
+		if err := enableStamps(rc.fd); err != nil {
+			unix.Close(rc.fd)
+			return fmt.Errorf("receive timestamps: %w", err)
+		}
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(c.slot)}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, rc.fd, &ev); err != nil {
@@ -530,6 +541,10 @@ func (l *httpLoop) run() {
 		n := 0
 		if !paced {
 			n = l.poll()
+		} else if !l.stopping {
+			// Sleep to the due time, then take what is ready.
+			nap(wait)
+			wait = 0
 		}
 		if n == 0 {
 			n = l.wait(wait)
@@ -538,6 +553,9 @@ func (l *httpLoop) run() {
 			}
 		}
 		now = l.now()
+		if paced {
+			l.sr.sync(l.origin)
+		}
 		for _, ev := range l.events[:n] {
 			c := l.conns[ev.Fd]
 			if c.dead {
@@ -641,7 +659,19 @@ func (l *httpLoop) readable(c *loopConn, now int64) {
 			c.r = 0
 		}
 		avail := len(c.rbuf) - c.w
-		n, err := rawRead(c.fd, c.rbuf[c.w:])
+		var n int
+		var err error
+		at := now
+		if l.period > 0 {
+			var stamp int64
+			n, stamp, err = l.sr.read(c.fd, c.rbuf[c.w:])
+			if stamp >= 0 {
+				// The response arrived then; the loop took it later.
+				at = min(stamp, now)
+			}
+		} else {
+			n, err = rawRead(c.fd, c.rbuf[c.w:])
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -657,9 +687,9 @@ func (l *httpLoop) readable(c *loopConn, now int64) {
 		c.w += n
 		var perr error
 		if l.h2 {
-			perr = l.parseH2(c, now)
+			perr = l.parseH2(c, at)
 		} else {
-			perr = l.parseH1(c, now)
+			perr = l.parseH1(c, at)
 		}
 		if perr != nil {
 			l.fail(c, perr)
