@@ -118,8 +118,8 @@ type httpLoop struct {
 	// sr reads a paced loop's responses with their receive times (see
 	// httpstamp_linux.go).
 	sr stampReader
-	// polled says the last wait found a socket ready within pollMax, so
-	// the next one polls before it sleeps (closed loop).
+	// polled says the last wait found a socket ready within pollSoon, or
+	// the last poll found one, so the next wait polls first (closed loop).
 	polled bool
 }
 
@@ -137,11 +137,9 @@ const (
 	// coalesceMax is the widest gap between a loop's due times at which
 	// it still wakes once per gap rather than per request.
 	coalesceMax = 50 * time.Microsecond
-	// pollMax is how long a closed loop polls for ready sockets, yielding
-	// the CPU between polls, before it sleeps in epoll: about what one
-	// sleep and wake-up cost the loop on this VM (~4 µs), so a poll that
-	// finds nothing costs at most about as much as the sleep it precedes.
-	pollMax = 5 * time.Microsecond
+	// pollSoon: a closed loop whose last sleep in epoll ended sooner than
+	// this polls before its next one (see poll).
+	pollSoon = 10 * time.Microsecond
 )
 
 // HTTP/2 frame types and flags used here (RFC 9113 §6).
@@ -549,7 +547,7 @@ func (l *httpLoop) run() {
 		if n == 0 {
 			n = l.wait(wait)
 			if !paced {
-				l.polled = l.now()-now < int64(2*pollMax)
+				l.polled = l.now()-now < int64(pollSoon)
 			}
 		}
 		now = l.now()
@@ -615,34 +613,34 @@ func (l *httpLoop) wait(ns int64) int {
 	return int(n)
 }
 
-// poll looks for ready sockets without sleeping, for up to pollMax,
-// yielding the CPU between looks, while the last wait found one that soon
-// (polled); it returns how many it found. A closed loop answers a response
-// in less time than the server takes for the next, so it often finds
-// nothing ready, and sleeping then costs more than waiting: the loop's own
-// sleep and wake-up, and the server's wake-up of it, which on a VM is an
-// interprocessor interrupt or, on a shared core, a preemption of the
-// server. Measured against one nginx worker on a loaded 2-core VM, polling
-// cut the client's sleeps from 0.6–0.9 per request to about 0.05, the
-// server's preemptions from 0.7–0.8 per request to about 0.05, and the
-// client's CPU per request by 10–30%. Yielding between looks gives a
-// core shared with the server to the server. When responses come slower
-// than pollMax, one look fails and the loop sleeps as before.
+// poll looks for ready sockets without sleeping: once, then once more
+// after yielding the CPU, while the last wait found one soon (polled); it
+// returns how many it found. A closed loop answers a response in less time
+// than the server takes for the next, so it often finds nothing ready, and
+// sleeping then costs more than looking again: the loop's own sleep and
+// wake-up, and the server's wake-up of it, which on a VM is an
+// interprocessor interrupt or, on a core shared with the server, a
+// preemption of the server. Against one nginx worker on the loaded 2-core
+// VM the old loop slept 0.6–0.9 times per request (wrk 0.4) and nginx was
+// preempted 0.7–0.8 times per request (with wrk 0.4). Yielding gives a core
+// shared with the server to the server, so the second look usually finds
+// its response; on a core of its own the yield returns at once, and the
+// two looks cost about 1 µs. Polling longer (up to 5 or 10 µs) cut the
+// sleeps further under load but spun on a quiet core: the client's CPU per
+// request rose above wrk's.
 func (l *httpLoop) poll() int {
 	if !l.polled {
 		return 0
 	}
-	start := l.now()
-	for {
-		if n := l.wait(0); n > 0 {
-			return n
-		}
-		if l.now()-start > int64(pollMax) {
-			l.polled = false
-			return 0
-		}
-		unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	if n := l.wait(0); n > 0 {
+		return n
 	}
+	unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	if n := l.wait(0); n > 0 {
+		return n
+	}
+	l.polled = false
+	return 0
 }
 
 // readable reads what c has and parses it.
