@@ -647,24 +647,9 @@ func httpMain(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}
-		var err error
-		if _, _, err := SplitTarget(target); err != nil {
-			fmt.Fprintf(stderr, "agent http: --target: %v\n", err)
-			return 2
-		}
-		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
-			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
-			return 1
-		}
-		res, err := RunHTTPClient(context.Background(), s)
-		if err != nil {
-			res = &Result{Error: err.Error()}
-		}
-		json.NewEncoder(stdout).Encode(res)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		return 0
+		return clientMain("http", target, stdout, stderr, func(addr netip.AddrPort) (*Result, error) {
+			s.Target = addr
+			return RunHTTPClient(context.Background(), s)
+		})
 	}
 }

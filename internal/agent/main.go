@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 
@@ -104,25 +103,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if fs.Parse(args[1:]) != nil {
 			return 2
 		}
-		var err error
-		if _, _, err := SplitTarget(target); err != nil {
-			fmt.Fprintf(stderr, "agent client: --target: %v\n", err)
-			return 2
-		}
-		if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
-			json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
-			return 1
-		}
-		res, err := RunClient(s)
-		if err != nil {
-			res = &Result{Error: err.Error()}
-		}
-		json.NewEncoder(stdout).Encode(res)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		return 0
+		return clientMain("client", target, stdout, stderr, func(addr netip.AddrPort) (*Result, error) {
+			s.Target = addr
+			return RunClient(s)
+		})
 	}
 	fmt.Fprintf(stderr, "spanperf agent: unknown subcommand %q\n", args[0])
 	return 2

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -662,23 +661,8 @@ func messagingMain(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args[1:]) != nil {
 		return 2
 	}
-	if _, _, err := SplitTarget(target); err != nil {
-		fmt.Fprintf(stderr, "agent messaging: --target: %v\n", err)
-		return 2
-	}
-	var err error
-	if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
-		json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
-		return 1
-	}
-	res, err := RunMessagingClient(context.Background(), s)
-	if err != nil {
-		res = &Result{Error: strings.TrimSpace(err.Error())}
-	}
-	json.NewEncoder(stdout).Encode(res)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	return clientMain("messaging", target, stdout, stderr, func(addr netip.AddrPort) (*Result, error) {
+		s.Target = addr
+		return RunMessagingClient(context.Background(), s)
+	})
 }

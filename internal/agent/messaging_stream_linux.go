@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -444,23 +442,8 @@ func messagingStreamMain(args []string, stdout, stderr io.Writer) int {
 	if fs.Parse(args) != nil {
 		return 2
 	}
-	if _, _, err := SplitTarget(target); err != nil {
-		fmt.Fprintf(stderr, "agent messaging-stream: --target: %v\n", err)
-		return 2
-	}
-	var err error
-	if s.Target, err = ResolveTarget(context.Background(), target); err != nil {
-		json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
-		return 1
-	}
-	res, err := RunMessagingStream(context.Background(), s)
-	if err != nil {
-		res = &Result{Error: strings.TrimSpace(err.Error())}
-	}
-	json.NewEncoder(stdout).Encode(res)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	return clientMain("messaging-stream", target, stdout, stderr, func(addr netip.AddrPort) (*Result, error) {
+		s.Target = addr
+		return RunMessagingStream(context.Background(), s)
+	})
 }

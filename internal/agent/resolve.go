@@ -2,10 +2,13 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -26,6 +29,32 @@ func SplitTarget(target string) (host string, port uint16, err error) {
 		return "", 0, fmt.Errorf("target %q: no host", target)
 	}
 	return host, uint16(p), nil
+}
+
+// clientMain is the tail every client subcommand shares: it checks and
+// resolves target (exit 2 for a malformed one), calls run with the
+// address, and writes its Result, or the error as one, to stdout as JSON
+// (exit 1 on an error, which stderr also gets).
+func clientMain(name, target string, stdout, stderr io.Writer, run func(netip.AddrPort) (*Result, error)) int {
+	if _, _, err := SplitTarget(target); err != nil {
+		fmt.Fprintf(stderr, "agent %s: --target: %v\n", name, err)
+		return 2
+	}
+	addr, err := ResolveTarget(context.Background(), target)
+	if err != nil {
+		json.NewEncoder(stdout).Encode(&Result{Error: err.Error()})
+		return 1
+	}
+	res, err := run(addr)
+	if err != nil {
+		res = &Result{Error: strings.TrimSpace(err.Error())}
+	}
+	json.NewEncoder(stdout).Encode(res)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // ResolveTarget parses a client's --target, HOST:PORT, where HOST is an IP
